@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install everything the embedded default needs (Debian packages, the pinned ReFrame venv, one
+# venv per PyPI stack, the unprivileged job account). Idempotent; run as root.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+if [ "$(id -u)" -ne 0 ]; then
+  echo "error: ci/setup.sh installs packages: run it as root (or with sudo)" >&2
+  exit 2
+fi
+# tomllib needs Python >= 3.11: Debian bookworm's python3 has it.
+py=/usr/bin/python3
+[ -x "$py" ] || py=$(command -v python3)
+exec "$py" "$repo/reframe/testbed/install.py" "$@"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run the ReFrame suite on the embedded default and print the summary table.
+#   ci/suite.sh quick   the README's test pass: small and large ranges, 10 samples per size,
+#                       a missing reference fails the test
+#   ci/suite.sh full    every range, default samples (30); missing references are reported
+# Extra arguments go to reframe (e.g. -p mpich-4_0 to pick one stack's environment).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+. "$repo/site/env.sh"
+profile=${1:-full}; shift || true
+cd "$repo/reframe"
+mkdir -p reports
+report="$repo/reframe/reports/last-$profile.json"
+case "$profile" in
+  quick) args=(-n 'P2PMatrix.*%size_range=(small|large)' -S P2PMatrix.samples=10)
+         export TESTBED_REQUIRE_REFERENCES=1 ;;
+  full)  args=() ;;
+  *) echo "error: ci/suite.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;
+esac
+reframe -c tests -r "${args[@]}" --report-file "$report" "$@"
+rc=$?
+python3 -m testbed.summary "$report" --out "$repo/reframe/summary" || rc=1
+python3 -m testbed.procs --check --cleanup || rc=1
+exit $rc

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The project's test command (README: `make test`; .ci/run calls it):
+#   1. set-up (idempotent), 2. pytest of the Python parts and the bad-input/leftover checks,
+#   3. a quick pass of the ReFrame suite over every stack with references asserted,
+#   4. the summary table and the check that no daemon or launcher is left behind.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+t_start=$(date +%s)
+bash ci/setup.sh || exit 1
+t_setup=$(date +%s)
+. site/env.sh
+status=0
+
+echo "== pytest: the Python parts, bad input, leftover processes"
+python3 -m pytest -q reframe/unittests apps || status=1
+t_pytest=$(date +%s)
+
+echo "== ReFrame quick pass over every stack (references asserted)"
+bash ci/suite.sh quick || status=1
+t_suite=$(date +%s)
+
+echo "== wall time: set-up $((t_setup - t_start)) s, pytest $((t_pytest - t_setup)) s," \
+     "ReFrame quick pass $((t_suite - t_pytest)) s (builds and runs: see summary above)"
+exit $status

@@ -1,0 +1,171 @@
+"""The embedded default installer: Debian packages, a pinned ReFrame venv, one venv per PyPI
+stack, and the unprivileged account that runs MPI jobs. Run as root (ci/setup.sh does).
+
+A stack that fails to install is recorded in <home>/status/<stack>.json with the reason and a
+log; the other stacks go on, and that stack's tests fail with the recorded reason.
+"""
+import argparse
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ''):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from testbed import registry  # noqa: E402
+
+REFRAME_PIN = 'reframe-hpc==4.10.4'
+TOOL_PACKAGES = [REFRAME_PIN, 'pytest==8.3.5']
+# What every build and job needs besides the stacks: compilers, make, venv support, setpriv
+# (util-linux), ps (procps), and single-threaded OpenBLAS for HPL.
+BASE_DEBS = ['build-essential', 'python3-venv', 'util-linux', 'procps', 'libopenblas-dev']
+
+
+def log(msg):
+    print(f'[setup] {msg}', flush=True)
+
+
+def run(cmd, logfile, env=None):
+    """Run `cmd`, appending its output to `logfile`; return (ok, last lines of output)."""
+    with open(logfile, 'a') as fh:
+        fh.write(f'$ {" ".join(cmd)}\n')
+        fh.flush()
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                              stdin=subprocess.DEVNULL)
+    if proc.returncode == 0:
+        return True, ''
+    tail = Path(logfile).read_text().strip().splitlines()[-3:]
+    return False, f'`{" ".join(cmd)}` exited {proc.returncode}: ' + ' / '.join(tail)
+
+
+def apt_env():
+    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+    return env
+
+
+def deb_installed(pkg):
+    out = subprocess.run(['dpkg-query', '-W', '-f=${Status}', pkg], capture_output=True,
+                         text=True)
+    return out.returncode == 0 and 'install ok installed' in out.stdout
+
+
+def apt_install(pkgs, logfile, updated):
+    missing = [p for p in pkgs if not deb_installed(p)]
+    if not missing:
+        return True, ''
+    if not updated[0]:
+        ok, why = run(['apt-get', 'update'], logfile, apt_env())
+        if not ok:
+            return False, why
+        updated[0] = True
+    return run(['apt-get', 'install', '-y', '--no-install-recommends', *missing], logfile,
+               apt_env())
+
+
+def system_python():
+    # Debian's python, so that the venvs do not point into root's home (pyenv) where the
+    # unprivileged account cannot read.
+    return '/usr/bin/python3' if os.path.exists('/usr/bin/python3') else sys.executable
+
+
+def make_venv(prefix, pkgs, logfile):
+    py = os.path.join(prefix, 'bin', 'python')
+    if not os.path.exists(py):
+        ok, why = run([system_python(), '-m', 'venv', prefix], logfile)
+        if not ok:
+            return False, why
+    return run([py, '-m', 'pip', 'install', '--disable-pip-version-check', '-q', *pkgs],
+               logfile)
+
+
+def ensure_account(name, logfile):
+    try:
+        pwd.getpwnam(name)
+        return True, ''
+    except KeyError:
+        return run(['useradd', '--create-home', '--shell', '/bin/bash', name], logfile)
+
+
+def write_status(home, stack, ok, reason, logfile, seconds):
+    status = Path(home) / 'status'
+    status.mkdir(parents=True, exist_ok=True)
+    (status / f'{stack}.json').write_text(json.dumps(
+        {'stack': stack, 'ok': ok, 'reason': reason, 'log': str(logfile),
+         'seconds': round(seconds, 1)}, indent=1) + '\n')
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--stacks', default=os.environ.get('TESTBED_STACKS', ''),
+                    help='comma-separated stack names (default: every stack in the registry)')
+    ap.add_argument('--registry', default=None, help='registry file (default site/stacks.toml)')
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print('error: the set-up installs packages and creates an account: run it as root',
+              file=sys.stderr)
+        return 2
+    try:
+        reg = registry.load(args.registry)
+        stacks = reg.select(args.stacks, source='--stacks')
+    except registry.RegistryError as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 2
+    home = Path(reg.prefix_root).parent
+    logs = home / 'logs'
+    logs.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    updated = [False]
+    timings = {}
+
+    t0 = time.monotonic()
+    for step, action in [
+        ('base packages', lambda f: apt_install(BASE_DEBS, f, updated)),
+        ('ReFrame venv', lambda f: make_venv(str(home / 'reframe'), TOOL_PACKAGES, f)),
+        (f'account {reg.run_as}', lambda f: ensure_account(reg.run_as, f)),
+    ]:
+        ok, why = action(logs / 'base.log')
+        if not ok:
+            print(f'error: set-up step "{step}" failed: {why} (log: {logs / "base.log"})',
+                  file=sys.stderr)
+            return 1
+    timings['base'] = time.monotonic() - t0
+    log(f'base packages, ReFrame ({REFRAME_PIN}) and account {reg.run_as}: '
+        f'{timings["base"]:.0f} s')
+
+    failed = []
+    for stack in stacks:
+        t0 = time.monotonic()
+        logfile = logs / f'{stack.name}.log'
+        logfile.write_text('')
+        if stack.origin == 'debian':
+            ok, why = apt_install(list(stack.packages), logfile, updated)
+        elif stack.origin == 'pypi':
+            ok, why = make_venv(stack.prefix, list(stack.packages), logfile)
+        else:
+            ok, why = False, (f'origin {stack.origin!r} is installed by Spack on clusters, '
+                              'not by the embedded default')
+        if ok and not shutil.which(stack.compiler):
+            ok, why = False, f'compiler wrapper {stack.compiler} not found after install'
+        seconds = time.monotonic() - t0
+        timings[stack.name] = seconds
+        write_status(home, stack.name, ok, why, logfile, seconds)
+        log(f'{stack.name}: {"installed" if ok else "FAILED: " + why} ({seconds:.0f} s)')
+        if not ok:
+            failed.append(stack.name)
+
+    # Stage directories must be readable by the job account: they live under /var/tmp.
+    total = time.monotonic() - started
+    timings['total'] = total
+    (home / 'setup-times.json').write_text(json.dumps(
+        {k: round(v, 1) for k, v in timings.items()}, indent=1) + '\n')
+    log(f'set-up done in {total:.0f} s; {len(stacks) - len(failed)} of {len(stacks)} stacks '
+        f'installed' + (f'; failed: {", ".join(failed)}' if failed else ''))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

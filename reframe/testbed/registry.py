@@ -1,0 +1,257 @@
+"""The stack registry (site/stacks.toml): load, validate, and render launch commands.
+
+Every other part of the testbed (installer, ReFrame site configuration, tests, reports) reads
+the stacks through this module, so a malformed entry is reported once, here, with the file and
+the field that is wrong.
+"""
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_FILE = REPO / 'site' / 'stacks.toml'
+
+FAMILIES = {'mpich', 'openmpi', 'lam', 'intel-mpi', 'pvm', 'mvapich2'}
+ORIGINS = {'debian', 'pypi', 'spack'}
+
+
+class RegistryError(ValueError):
+    """A registry file that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    default: str | None = None
+    unit: str | None = None
+    values: dict = field(default_factory=dict)   # NAME -> {'env': {}, 'launcher_options': []}
+    env: dict = field(default_factory=dict)      # numeric knob: templates with {value}
+    launcher_options: tuple = ()
+
+    def settings(self, value):
+        """Return (env, launcher_options) that set this knob to `value`."""
+        if self.values:
+            if value not in self.values:
+                raise KeyError(f'knob {self.name!r} has no value {value!r} '
+                               f'(choose from {", ".join(sorted(self.values))})')
+            chosen = self.values[value]
+            return dict(chosen.get('env', {})), list(chosen.get('launcher_options', []))
+        text = str(value)
+        return ({k: v.replace('{value}', text) for k, v in self.env.items()},
+                [o.replace('{value}', text) for o in self.launcher_options])
+
+
+@dataclass(frozen=True)
+class Stack:
+    name: str
+    family: str
+    origin: str
+    packages: tuple
+    cc: str
+    launcher: tuple
+    prefix: str
+    launcher_options: tuple = ()
+    env: dict = field(default_factory=dict)
+    features: tuple = ()
+    boot: tuple = ()
+    halt: tuple = ()
+    wipe: tuple = ()
+    extra_sources: tuple = ()
+    knobs: dict = field(default_factory=dict)
+
+    @property
+    def environ(self):
+        """ReFrame's name for this stack's environment (ReFrame names allow no dots)."""
+        return self.name.replace('.', '_')
+
+    def _expand(self, text):
+        # {job} becomes the job script's PID: unique per job, for per-job daemon sessions.
+        return text.replace('{prefix}', self.prefix).replace('{job}', '$$')
+
+    @property
+    def compiler(self):
+        return self._expand(self.cc)
+
+    @property
+    def environment(self):
+        return {k: self._expand(v) for k, v in self.env.items()}
+
+    def knob_settings(self, chosen=None):
+        """Env and launcher options for every knob: its default unless `chosen` names a value."""
+        chosen = dict(chosen or {})
+        unknown = set(chosen) - set(self.knobs)
+        if unknown:
+            raise KeyError(f'stack {self.name!r} has no knob {sorted(unknown)[0]!r} '
+                           f'(knobs: {", ".join(sorted(self.knobs)) or "none"})')
+        env, opts = {}, []
+        for name, knob in sorted(self.knobs.items()):
+            value = chosen.get(name, knob.default)
+            if value is None:
+                continue
+            e, o = knob.settings(value)
+            env.update(e)
+            opts += o
+        return env, opts
+
+    def launch_command(self, ntasks, knobs=None):
+        """The full launcher argv (without the program) for `ntasks` ranks."""
+        _, knob_opts = self.knob_settings(knobs)
+        argv = [self._expand(a).replace('{ntasks}', str(ntasks)) for a in self.launcher]
+        return argv + [self._expand(a) for a in self.launcher_options] + knob_opts
+
+    def run_environment(self, knobs=None):
+        env = self.environment
+        env.update(self.knob_settings(knobs)[0])
+        return env
+
+
+def _fail(path, where, message):
+    raise RegistryError(f'{path}: {where}: {message}')
+
+
+def _str(path, where, value):
+    if not isinstance(value, str) or not value:
+        _fail(path, where, f'expected a non-empty string, got {value!r}')
+    return value
+
+
+def _str_list(path, where, value):
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        _fail(path, where, f'expected a list of non-empty strings, got {value!r}')
+    return tuple(value)
+
+
+def _str_table(path, where, value):
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        _fail(path, where, f'expected a table of strings, got {value!r}')
+    return dict(value)
+
+
+def _knob(path, where, name, raw):
+    if not isinstance(raw, dict):
+        _fail(path, where, f'expected a table, got {raw!r}')
+    allowed = {'default', 'unit', 'values', 'env', 'launcher_options'}
+    extra = set(raw) - allowed
+    if extra:
+        _fail(path, f'{where}.{sorted(extra)[0]}', 'unknown field '
+              f'(allowed: {", ".join(sorted(allowed))})')
+    values = {}
+    for vname, setting in raw.get('values', {}).items():
+        vwhere = f'{where}.values.{vname}'
+        if not isinstance(setting, dict) or set(setting) - {'env', 'launcher_options'}:
+            _fail(path, vwhere, 'expected a table with env and/or launcher_options')
+        values[vname] = {
+            'env': _str_table(path, f'{vwhere}.env', setting.get('env', {})),
+            'launcher_options': list(_str_list(path, f'{vwhere}.launcher_options',
+                                               setting.get('launcher_options', []))),
+        }
+    env = _str_table(path, f'{where}.env', raw.get('env', {}))
+    opts = _str_list(path, f'{where}.launcher_options', raw.get('launcher_options', []))
+    if values and (env or opts):
+        _fail(path, where, 'a knob has either named values or {value} templates, not both')
+    if not values and not any('{value}' in t for t in [*env.values(), *opts]):
+        _fail(path, where, 'a numeric knob needs {value} in its env or launcher_options')
+    default = raw.get('default')
+    if default is not None:
+        default = _str(path, f'{where}.default', default) if values else str(default)
+        if values and default not in values:
+            _fail(path, f'{where}.default', f'{default!r} is not one of its values '
+                  f'({", ".join(sorted(values))})')
+    return Knob(name, default, raw.get('unit'), values, env, opts)
+
+
+REQUIRED = ('family', 'origin', 'packages', 'cc', 'launcher')
+OPTIONAL = ('launcher_options', 'env', 'features', 'boot', 'halt', 'wipe', 'extra_sources',
+            'knobs')
+
+
+def _stack(path, name, raw, prefix_root):
+    where = f'stacks.{name}'
+    if not isinstance(raw, dict):
+        _fail(path, where, f'expected a table, got {raw!r}')
+    for key in REQUIRED:
+        if key not in raw:
+            _fail(path, f'{where}.{key}', 'missing (required: ' + ', '.join(REQUIRED) + ')')
+    for key in raw:
+        if key not in REQUIRED + OPTIONAL:
+            _fail(path, f'{where}.{key}', 'unknown field')
+    family = _str(path, f'{where}.family', raw['family'])
+    if family not in FAMILIES:
+        _fail(path, f'{where}.family', f'{family!r} is not one of {", ".join(sorted(FAMILIES))}')
+    origin = _str(path, f'{where}.origin', raw['origin'])
+    if origin not in ORIGINS:
+        _fail(path, f'{where}.origin', f'{origin!r} is not one of {", ".join(sorted(ORIGINS))}')
+    launcher = _str_list(path, f'{where}.launcher', raw['launcher'])
+    if not any('{ntasks}' in a for a in launcher):
+        _fail(path, f'{where}.launcher', 'must contain {ntasks} (the rank-count argument)')
+    if bool(raw.get('boot')) != bool(raw.get('halt')):
+        _fail(path, f'{where}.halt' if raw.get('boot') else f'{where}.boot',
+              'boot and halt go together: a daemon that is started must be stopped')
+    knobs_raw = raw.get('knobs', {})
+    if not isinstance(knobs_raw, dict):
+        _fail(path, f'{where}.knobs', f'expected a table, got {knobs_raw!r}')
+    return Stack(
+        name=name, family=family, origin=origin,
+        packages=_str_list(path, f'{where}.packages', raw['packages']),
+        cc=_str(path, f'{where}.cc', raw['cc']),
+        launcher=launcher,
+        prefix=os.path.join(prefix_root, name),
+        launcher_options=_str_list(path, f'{where}.launcher_options',
+                                   raw.get('launcher_options', [])),
+        env=_str_table(path, f'{where}.env', raw.get('env', {})),
+        features=_str_list(path, f'{where}.features', raw.get('features', [])),
+        boot=_str_list(path, f'{where}.boot', raw.get('boot', [])),
+        halt=_str_list(path, f'{where}.halt', raw.get('halt', [])),
+        wipe=_str_list(path, f'{where}.wipe', raw.get('wipe', [])),
+        extra_sources=_str_list(path, f'{where}.extra_sources', raw.get('extra_sources', [])),
+        knobs={k: _knob(path, f'{where}.knobs.{k}', k, v) for k, v in knobs_raw.items()},
+    )
+
+
+@dataclass(frozen=True)
+class Registry:
+    path: Path
+    stacks: dict
+    run_as: str
+    prefix_root: str
+
+    def by_environ(self, environ):
+        for stack in self.stacks.values():
+            if stack.environ == environ:
+                return stack
+        raise RegistryError(f'{self.path}: no stack for ReFrame environment {environ!r}')
+
+    def select(self, names=None, source='TESTBED_STACKS'):
+        """The stacks named in `names` (a list or comma-separated text), all when empty."""
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(',') if n.strip()]
+        if not names:
+            return list(self.stacks.values())
+        unknown = [n for n in names if n not in self.stacks]
+        if unknown:
+            raise RegistryError(f'{source}: unknown stack {unknown[0]!r} '
+                                f'(stacks in {self.path}: {", ".join(self.stacks)})')
+        return [self.stacks[n] for n in names]
+
+
+def load(path=None):
+    path = Path(path or os.environ.get('TESTBED_REGISTRY') or DEFAULT_FILE)
+    try:
+        with open(path, 'rb') as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        raise RegistryError(f'{path}: no such file') from None
+    except tomllib.TOMLDecodeError as err:
+        raise RegistryError(f'{path}: not valid TOML: {err}') from None
+    defaults = raw.get('defaults', {})
+    if not isinstance(defaults, dict):
+        _fail(path, 'defaults', 'expected a table')
+    prefix_root = os.environ.get('TESTBED_PREFIX') or _str(
+        path, 'defaults.prefix_root', defaults.get('prefix_root', '/opt/mpi-testbed/stacks'))
+    run_as = _str(path, 'defaults.run_as', defaults.get('run_as', 'mpirun-user'))
+    stacks_raw = raw.get('stacks')
+    if not isinstance(stacks_raw, dict) or not stacks_raw:
+        _fail(path, 'stacks', 'no [stacks.NAME] entries')
+    stacks = {name: _stack(path, name, entry, prefix_root) for name, entry in stacks_raw.items()}
+    return Registry(path, stacks, run_as, prefix_root)

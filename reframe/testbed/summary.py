@@ -1,0 +1,142 @@
+"""Summary of a ReFrame run report: stack x pair tables of small-message latency (us) and
+large-message bandwidth (MB/s = 10^6 bytes/s), printed and written as Markdown and CSV.
+
+    python3 -m testbed.summary REPORT.json --out reframe/summary
+writes reframe/summary.md and reframe/summary.csv.
+"""
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+from testbed.sizes import SCHEDULES
+
+
+def cases(report):
+    for run in report.get('runs', [])[-1:]:       # the last run (ReFrame retries add runs)
+        for tc in run.get('testcases', []):
+            yield tc
+
+
+def collect(report):
+    rows, builds, stacks, versions = [], [], [], {}
+    for tc in cases(report):
+        env = tc.get('stack_name') or tc['environ']
+        if tc.get('fixture'):
+            builds.append(tc)
+            continue
+        if not tc['name'].startswith('P2PMatrix'):
+            continue
+        if env not in stacks:
+            stacks.append(env)
+        if tc.get('library_version') not in (None, 'unknown', '<undefined>'):
+            versions[env] = tc['library_version']
+        pair, variant = tc['mode'].split('/') if '/' in str(tc.get('mode')) else (tc['mode'], '')
+        for key, pv in (tc.get('perfvalues') or {}).items():
+            var = key.split(':')[-1]
+            value, ref, lower, upper, unit, result = pv
+            rows.append({'stack': env, 'library_version': versions.get(env, ''),
+                         'pair': pair, 'variant': variant, 'size_range': tc['size_range'],
+                         'variable': var, 'value': value, 'unit': unit, 'reference': ref,
+                         'lower': lower, 'upper': upper, 'result': tc['result']})
+        if not tc.get('perfvalues'):
+            rows.append({'stack': env, 'library_version': versions.get(env, ''), 'pair': pair,
+                         'variant': variant, 'size_range': tc['size_range'],
+                         'variable': '', 'value': None, 'unit': '', 'reference': None,
+                         'lower': None, 'upper': None, 'result': tc['result'],
+                         'fail_reason': tc.get('fail_reason')})
+    for r in rows:
+        r['library_version'] = versions.get(r['stack'], '')
+    return rows, builds, stacks, versions
+
+
+def cell(rows, stack, mode, size_range, var):
+    for r in rows:
+        if (r['stack'], f"{r['pair']}/{r['variant']}", r['size_range']) == (stack, mode,
+                                                                              size_range):
+            if r['result'] != 'pass' and not r['variable']:
+                return 'FAILED'
+            if r['variable'] == var and r['value'] is not None:
+                mark = '' if r['result'] == 'pass' else ' (FAIL)'
+                return f"{r['value']:.4g}{mark}"
+    return '-'
+
+
+def tables(rows, stacks):
+    modes = []
+    for r in rows:
+        m = f"{r['pair']}/{r['variant']}"
+        if m not in modes:
+            modes.append(m)
+    out = []
+    small, large = SCHEDULES['small'][0], SCHEDULES['large'][-1]
+    for title, rng, var in [
+            (f'Latency at {small} bytes (us, median half round trip), range small',
+             'small', 'latency'),
+            (f'Bandwidth at {large:,} bytes (MB/s = 10^6 bytes/s, from the median), range large',
+             'large', 'bandwidth')]:
+        present = [m for m in modes if any(cell(rows, s, m, rng, var) != '-' for s in stacks)]
+        if not present:
+            continue
+        out.append(f'### {title}\n')
+        out.append('| pair/variant | ' + ' | '.join(stacks) + ' |')
+        out.append('|---|' + '---:|' * len(stacks))
+        for m in present:
+            out.append(f'| {m} | ' + ' | '.join(cell(rows, s, m, rng, var) for s in stacks)
+                       + ' |')
+        out.append('')
+    return out
+
+
+def render(report):
+    rows, builds, stacks, versions = collect(report)
+    info = report.get('session_info', {})
+    lines = ['## Point-to-point summary', '',
+             f"ReFrame session {info.get('uuid', '?')}, {info.get('time_start', '?')}; "
+             f"run wall time {info.get('time_elapsed', 0):.0f} s; "
+             f"builds {sum((b.get('time_total') or 0) for b in builds):.0f} s in "
+             f"{len(builds)} fixture(s); test cases {info.get('num_cases', '?')}, "
+             f"failures {info.get('num_failures', '?')}.", '']
+    lines += ['| stack (ReFrame environment) | library version reported at run time |',
+              '|---|---|']
+    lines += [f'| {s} | {versions.get(s, "not reported (no passing run)")} |' for s in stacks]
+    lines.append('')
+    lines += tables(rows, stacks)
+    failed = [tc for tc in cases(report) if tc['result'] == 'fail']
+    if failed:
+        lines.append(f'### Failed ({len(failed)})\n')
+        for tc in failed[:40]:
+            reason = (tc.get('fail_reason') or '').splitlines()[0][:160] \
+                if tc.get('fail_reason') else ''
+            lines.append(f"- {tc['name']} @{tc['environ']}: {tc.get('fail_phase')}: {reason}")
+        lines.append('')
+    return '\n'.join(lines), rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('report')
+    ap.add_argument('--out', help='path prefix for .md and .csv (default: print only)')
+    args = ap.parse_args(argv)
+    try:
+        report = json.loads(Path(args.report).read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        print(f'error: {args.report}: cannot read run report: {err}', file=sys.stderr)
+        return 2
+    text, rows = render(report)
+    print(text)
+    if args.out:
+        Path(args.out + '.md').write_text(text + '\n')
+        fields = ['stack', 'library_version', 'pair', 'variant', 'size_range', 'variable',
+                  'value', 'unit', 'reference', 'lower', 'upper', 'result']
+        with open(args.out + '.csv', 'w', newline='') as fh:
+            w = csv.DictWriter(fh, fields, extrasaction='ignore', lineterminator='\n')
+            w.writeheader()
+            w.writerows(rows)
+        print(f'written: {args.out}.md, {args.out}.csv')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Reference files: bad files are refused with file, line and field; derivation follows the rule."""
+import json
+
+import pytest
+
+from testbed import references
+
+HEADER = 'system,partition,stack,test,case,variable,value,lower,upper,unit,runs\n'
+ROW = 'testbed-local,default,mpich-4.0,P2PMatrix,Send-Recv/complete/small,latency,{v},-0.3,{u},us,s1\n'
+
+
+def write(tmp_path, text):
+    path = tmp_path / 'p2p.csv'
+    path.write_text(text)
+    return path
+
+
+def test_valid_file_gives_reframe_references(tmp_path):
+    path = write(tmp_path, '# comment\n' + HEADER + ROW.format(v='1.5', u='0.3'))
+    ref, missing = references.for_test(path, 'testbed-local', 'default', 'mpich-4.0',
+                                       'P2PMatrix', 'Send-Recv/complete/small',
+                                       ['latency', 'bandwidth'])
+    assert ref == {'testbed-local:default': {'latency': (1.5, -0.3, 0.3, 'us')}}
+    assert missing == ['bandwidth']
+
+
+@pytest.mark.parametrize('text, where', [
+    (HEADER + ROW.format(v='fast', u='0.3'), "line 2: field value: 'fast' is not a number"),
+    (HEADER + ROW.format(v='1.5', u='-0.3'), 'line 2: field upper: -0.3 is negative'),
+    (HEADER + ROW.format(v='-1', u='0.3'), 'line 2: field value: -1.0 is not positive'),
+    (HEADER + ROW.format(v='1.5', u='0.3').replace(',s1', ''), 'line 2: 10 fields, expected 11'),
+    (HEADER.replace('value', 'val') + ROW.format(v='1', u='1'), 'line 1: header is'),
+    (HEADER + ROW.format(v='1', u='1') * 2, 'line 3: duplicate row'),
+    (HEADER + ROW.format(v='nan', u='1'), "field value: 'nan' is not finite"),
+    ('', 'no header line'),
+])
+def test_malformed_file_names_file_line_and_field(tmp_path, text, where):
+    path = write(tmp_path, text)
+    with pytest.raises(references.ReferenceError) as err:
+        references.load(path)
+    assert str(err.value).startswith(f'{path}: ') and where in str(err.value)
+
+
+def fake_report(tmp_path, name, uuid, latency, spread):
+    report = {'session_info': {'uuid': uuid}, 'runs': [{'testcases': [{
+        'name': 'P2PMatrix %mode=Send-Recv/complete %size_range=small', 'environ': 'mpich-4_0',
+        'stack_name': 'mpich-4.0', 'reference_case': 'Send-Recv/complete/small',
+        'perf_spread': {'latency': spread},
+        'perfvalues': {'testbed-local:default:latency': [latency, 0, None, None, 'us', 'pass']},
+    }]}]}
+    path = tmp_path / name
+    path.write_text(json.dumps(report))
+    return path
+
+
+def test_derive_takes_median_and_k_times_the_larger_spread(tmp_path):
+    reports = [fake_report(tmp_path, f'r{i}.json', f's{i}', lat, 0.02)
+               for i, lat in enumerate([1.0, 1.1, 1.2])]
+    (row,) = references.derive(reports, k=3)
+    assert row['stack'] == 'mpich-4.0' and row['test'] == 'P2PMatrix'
+    assert float(row['value']) == pytest.approx(1.1)
+    # between runs: (1.2 - 1.0) / 1.1 = 0.1818; within: 0.02 -> tolerance 3 * 0.1818
+    assert float(row['upper']) == pytest.approx(0.545, abs=1e-3)
+    assert float(row['lower']) == pytest.approx(-0.545, abs=1e-3)
+    assert row['runs'] == 's0 s1 s2'
+
+
+def test_derive_single_run_uses_within_run_spread_and_roundtrips(tmp_path):
+    rows = references.derive([fake_report(tmp_path, 'r.json', 'only', 2.0, 0.1)], k=3)
+    assert float(rows[0]['upper']) == pytest.approx(0.3)
+    out = tmp_path / 'refs.csv'
+    references.write(out, rows)
+    table = references.load(out)
+    ((key, ref),) = table.items()
+    assert key[:3] == ('testbed-local', 'default', 'mpich-4.0') and ref.value == 2.0

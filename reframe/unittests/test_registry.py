@@ -1,0 +1,91 @@
+"""The stack registry: the real file loads, and every malformed entry names file and field."""
+import pytest
+
+from testbed import registry
+
+REAL = registry.DEFAULT_FILE
+SIX = ['mpich-4.0', 'openmpi-4.1', 'lam-7.1', 'mpich-5.0', 'openmpi-5.0', 'intel-mpi-2021']
+
+
+def test_real_registry_has_the_six_embedded_stacks():
+    reg = registry.load(REAL)
+    assert list(reg.stacks) == SIX
+    for stack in reg.stacks.values():
+        assert 'mpi' in stack.features
+        assert stack.environ.replace('_', '.') == stack.name.replace('_', '.')
+        assert '.' not in stack.environ
+
+
+def test_launch_command_renders_prefix_ntasks_and_knob_defaults():
+    reg = registry.load(REAL)
+    lam = reg.stacks['lam-7.1']
+    assert lam.launch_command(2) == ['mpirun.lam', '-np', '2', '-ssi', 'rpi', 'usysv']
+    assert lam.launch_command(4, {'transport': 'tcp', 'tcp_socket_buffer': '262144'}) == [
+        'mpirun.lam', '-np', '4', '-ssi', 'rpi_tcp_sockbuf', '262144', '-ssi', 'rpi', 'tcp']
+    mpich5 = reg.stacks['mpich-5.0']
+    assert mpich5.launch_command(2)[0] == f'{reg.prefix_root}/mpich-5.0/bin/mpiexec'
+    assert reg.stacks['intel-mpi-2021'].environment['I_MPI_ROOT'] == \
+        f'{reg.prefix_root}/intel-mpi-2021'
+
+
+def test_knob_errors_name_the_knob_and_the_choices():
+    lam = registry.load(REAL).stacks['lam-7.1']
+    with pytest.raises(KeyError, match="no value 'gm'.*lamd, sysv, tcp, usysv"):
+        lam.launch_command(2, {'transport': 'gm'})
+    with pytest.raises(KeyError, match="no knob 'colour'"):
+        lam.launch_command(2, {'colour': 'red'})
+
+
+def test_unknown_stack_name_is_an_error_naming_it():
+    reg = registry.load(REAL)
+    with pytest.raises(registry.RegistryError, match="TESTBED_STACKS: unknown stack 'mpich-9'"):
+        reg.select('mpich-4.0,mpich-9')
+    assert [s.name for s in reg.select('lam-7.1')] == ['lam-7.1']
+
+
+GOOD = '''
+[stacks."x-1.0"]
+family = "mpich"
+origin = "debian"
+packages = ["x"]
+cc = "mpicc.x"
+launcher = ["mpiexec.x", "-n", "{ntasks}"]
+'''
+
+
+@pytest.mark.parametrize('edit, field, message', [
+    (lambda t: t.replace('family = "mpich"', 'family = "mpi-ch"'),
+     'stacks.x-1.0.family', 'is not one of'),
+    (lambda t: t.replace('cc = "mpicc.x"\n', ''), 'stacks.x-1.0.cc', 'missing'),
+    (lambda t: t.replace('packages = ["x"]', 'packages = "x"'),
+     'stacks.x-1.0.packages', 'expected a list'),
+    (lambda t: t.replace('"{ntasks}"', '"2"'), 'stacks.x-1.0.launcher', 'must contain {ntasks}'),
+    (lambda t: t + 'boot = ["xboot"]\n', 'stacks.x-1.0.halt', 'boot and halt go together'),
+    (lambda t: t + 'colour = "red"\n', 'stacks.x-1.0.colour', 'unknown field'),
+    (lambda t: t + '[stacks."x-1.0".knobs.transport]\ndefault = "ib"\nvalues.shm = {}\n',
+     'stacks.x-1.0.knobs.transport.default', "'ib' is not one of its values"),
+    (lambda t: t + '[stacks."x-1.0".knobs.eager]\nenv = { X = "1" }\n',
+     'stacks.x-1.0.knobs.eager', 'needs {value}'),
+    (lambda t: t.replace('origin = "debian"', 'origin = debian'), 'not valid TOML', 'line'),
+])
+def test_malformed_entry_names_file_and_field(tmp_path, edit, field, message):
+    path = tmp_path / 'stacks.toml'
+    path.write_text(edit(GOOD))
+    with pytest.raises(registry.RegistryError) as err:
+        registry.load(path)
+    text = str(err.value)
+    assert text.startswith(f'{path}: ')
+    assert field in text and message in text
+
+
+def test_good_minimal_entry_loads(tmp_path):
+    path = tmp_path / 'stacks.toml'
+    path.write_text(GOOD)
+    stack = registry.load(path).stacks['x-1.0']
+    assert stack.launch_command(3) == ['mpiexec.x', '-n', '3']
+    assert stack.environ == 'x-1_0'
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(registry.RegistryError, match='no such file'):
+        registry.load(tmp_path / 'nope.toml')

@@ -1,0 +1,69 @@
+"""ReFrame configuration of the embedded default: this one machine, ReFrame's local scheduler,
+one programming environment per stack of the registry (site/stacks.toml).
+
+TESTBED_STACKS=a,b limits the run to some stacks (an unknown name is an error naming it).
+Stage directories live under /var/tmp so that the unprivileged account that runs the MPI jobs
+can read the binaries whatever the permissions of the checkout; outputs, perflogs and run
+reports stay in reframe/ of the checkout.
+"""
+import getpass
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, 'reframe'))
+from testbed import registry  # noqa: E402
+
+REGISTRY = registry.load()
+STACKS = REGISTRY.select(os.environ.get('TESTBED_STACKS'))
+RUNS = os.path.join(REPO, 'reframe')
+
+site_configuration = {
+    'systems': [{
+        'name': 'testbed-local',
+        'descr': 'Embedded default: one machine, stacks from Debian and PyPI',
+        'hostnames': ['.*'],
+        'stagedir': os.environ.get('TESTBED_STAGEDIR',
+                                   f'/var/tmp/mpi-testbed-{getpass.getuser()}/stage'),
+        'outputdir': os.path.join(RUNS, 'output'),
+        'partitions': [{
+            'name': 'default',
+            'descr': 'local processes; one job at a time (two ranks own a 2-core machine)',
+            'scheduler': 'local',
+            'launcher': 'local',
+            'max_jobs': 1,
+            'environs': [s.environ for s in STACKS],
+            'processor': {'num_cpus': os.cpu_count()},
+        }],
+    }],
+    'environments': [{
+        'name': s.environ,
+        'cc': s.compiler,
+        'features': list(s.features),
+        'env_vars': [[k, v] for k, v in s.environment.items()],
+        'extras': {'stack': s.name, 'family': s.family, 'origin': s.origin},
+    } for s in STACKS],
+    'logging': [{
+        'handlers': [{
+            'type': 'file', 'name': os.path.join(RUNS, 'reframe.log'),
+            'level': 'debug', 'format': '[%(asctime)s] %(levelname)s: %(message)s',
+            'append': False,
+        }, {
+            'type': 'stream', 'name': 'stdout', 'level': 'info', 'format': '%(message)s',
+        }],
+        'handlers_perflog': [{
+            'type': 'filelog', 'prefix': '%(check_system)s/%(check_partition)s',
+            'basedir': os.path.join(RUNS, 'perflogs'), 'level': 'info',
+            'format': ('%(check_job_completion_time)s|%(check_environ)s|'
+                       '%(check_library_version)s|%(check_display_name)s|'
+                       '%(check_perf_var)s=%(check_perf_value)s %(check_perf_unit)s|'
+                       'ref=%(check_perf_ref)s (%(check_perf_lower_thres)s,'
+                       '%(check_perf_upper_thres)s)|%(check_result)s'),
+            'append': True,
+        }],
+    }],
+    'general': [{
+        'report_file': os.path.join(RUNS, 'reports', 'run-report-{sessionid}.json'),
+        'purge_environment': False,
+    }],
+}
