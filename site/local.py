@@ -54,11 +54,14 @@ site_configuration = {
         'handlers_perflog': [{
             'type': 'filelog', 'prefix': '%(check_system)s/%(check_partition)s',
             'basedir': os.path.join(RUNS, 'perflogs'), 'level': 'info',
-            'format': ('%(check_job_completion_time)s|%(check_environ)s|'
-                       '%(check_library_version)s|%(check_display_name)s|'
-                       '%(check_perf_var)s=%(check_perf_value)s %(check_perf_unit)s|'
-                       'ref=%(check_perf_ref)s (%(check_perf_lower_thres)s,'
-                       '%(check_perf_upper_thres)s)|%(check_result)s'),
+            # One line per test: the stack as the library reported it, the knobs, then per
+            # perf variable: value|unit|reference|lower|upper|
+            'format': ('%(check_job_completion_time)s|%(check_stack_name)s|'
+                       '%(check_library_version)s|knobs=%(check_knobs)s|'
+                       '%(check_display_name)s|%(check_result)s|%(check_perfvalues)s'),
+            'format_perfvars': ('%(check_perf_var)s=%(check_perf_value)s|%(check_perf_unit)s|'
+                                'ref=%(check_perf_ref)s|%(check_perf_lower_thres)s|'
+                                '%(check_perf_upper_thres)s|'),
             'append': True,
         }],
     }],

@@ -106,7 +106,7 @@ class StackLaunch(rfm.RegressionMixin):
         self.stack_name = stack.name
         drop = drop_privileges(reg)
         try:
-            env = stack.run_environment(self.knobs)
+            env = stack.knob_settings(self.knobs)[0]   # the stack env is in the environment
             argv = stack.launch_command(self.num_tasks, self.knobs)
         except KeyError as err:
             raise ReframeError(f'{reg.path}: stacks.{stack.name}.knobs: {err.args[0]}') from None

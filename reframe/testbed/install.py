@@ -72,13 +72,14 @@ def system_python():
     return '/usr/bin/python3' if os.path.exists('/usr/bin/python3') else sys.executable
 
 
-def make_venv(prefix, pkgs, logfile):
+def make_venv(prefix, pkgs, logfile, no_deps=False):
     py = os.path.join(prefix, 'bin', 'python')
     if not os.path.exists(py):
         ok, why = run([system_python(), '-m', 'venv', prefix], logfile)
         if not ok:
             return False, why
-    return run([py, '-m', 'pip', 'install', '--disable-pip-version-check', '-q', *pkgs],
+    extra = ['--no-deps'] if no_deps else []
+    return run([py, '-m', 'pip', 'install', '--disable-pip-version-check', '-q', *extra, *pkgs],
                logfile)
 
 
@@ -144,7 +145,8 @@ def main(argv=None):
         if stack.origin == 'debian':
             ok, why = apt_install(list(stack.packages), logfile, updated)
         elif stack.origin == 'pypi':
-            ok, why = make_venv(stack.prefix, list(stack.packages), logfile)
+            # The registry lists every wheel of a stack, pinned; nothing unlisted comes in.
+            ok, why = make_venv(stack.prefix, list(stack.packages), logfile, no_deps=True)
         else:
             ok, why = False, (f'origin {stack.origin!r} is installed by Spack on clusters, '
                               'not by the embedded default')

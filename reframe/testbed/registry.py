@@ -58,6 +58,7 @@ class Stack:
     halt: tuple = ()
     wipe: tuple = ()
     extra_sources: tuple = ()
+    self_bind: bool = False
     knobs: dict = field(default_factory=dict)
 
     @property
@@ -122,6 +123,12 @@ def _str_list(path, where, value):
     return tuple(value)
 
 
+def _bool(path, where, value):
+    if not isinstance(value, bool):
+        _fail(path, where, f'expected true or false, got {value!r}')
+    return value
+
+
 def _str_table(path, where, value):
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         _fail(path, where, f'expected a table of strings, got {value!r}')
@@ -163,7 +170,7 @@ def _knob(path, where, name, raw):
 
 REQUIRED = ('family', 'origin', 'packages', 'cc', 'launcher')
 OPTIONAL = ('launcher_options', 'env', 'features', 'boot', 'halt', 'wipe', 'extra_sources',
-            'knobs')
+            'self_bind', 'knobs')
 
 
 def _stack(path, name, raw, prefix_root):
@@ -205,6 +212,7 @@ def _stack(path, name, raw, prefix_root):
         halt=_str_list(path, f'{where}.halt', raw.get('halt', [])),
         wipe=_str_list(path, f'{where}.wipe', raw.get('wipe', [])),
         extra_sources=_str_list(path, f'{where}.extra_sources', raw.get('extra_sources', [])),
+        self_bind=_bool(path, f'{where}.self_bind', raw.get('self_bind', False)),
         knobs={k: _knob(path, f'{where}.knobs.{k}', k, v) for k, v in knobs_raw.items()},
     )
 

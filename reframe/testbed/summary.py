@@ -59,7 +59,8 @@ def cell(rows, stack, mode, size_range, var):
                 return 'FAILED'
             if r['variable'] == var and r['value'] is not None:
                 mark = '' if r['result'] == 'pass' else ' (FAIL)'
-                return f"{r['value']:.4g}{mark}"
+                text = f"{r['value']:,.0f}" if var == 'bandwidth' else f"{r['value']:.3f}"
+                return text + mark
     return '-'
 
 
@@ -95,7 +96,7 @@ def render(report):
     lines = ['## Point-to-point summary', '',
              f"ReFrame session {info.get('uuid', '?')}, {info.get('time_start', '?')}; "
              f"run wall time {info.get('time_elapsed', 0):.0f} s; "
-             f"builds {sum((b.get('time_total') or 0) for b in builds):.0f} s in "
+             f"builds {sum((b.get('time_compile') or 0) for b in builds):.0f} s in "
              f"{len(builds)} fixture(s); test cases {info.get('num_cases', '?')}, "
              f"failures {info.get('num_failures', '?')}.", '']
     lines += ['| stack (ReFrame environment) | library version reported at run time |',

@@ -14,7 +14,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    run_before, sanity_function, variable)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed.checks import AppBuild, ReferenceLookup, StackLaunch  # noqa: E402
+from testbed.checks import AppBuild, ReferenceLookup, StackLaunch, stack_of  # noqa: E402
 from testbed.sizes import SCHEDULES  # noqa: E402
 
 PAIRS = [f'{s}-{r}' for s in ('Send', 'Isend', 'Ssend', 'Issend') for r in ('Recv', 'Irecv')]
@@ -53,6 +53,8 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     size_range = parameter(['small', 'medium', 'large', 'netpipe'])
     #: samples per size (passes over the size list); the README's quick pass lowers it
     samples = variable(int, value=30)
+    #: test-only: rank 1 corrupts its reply at this size, so the payload check must fail
+    corrupt_at = variable(int, value=0)
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     num_tasks = 2
@@ -72,7 +74,11 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         self.executable = self.build.executable_path
         self.executable_opts = ['--pair', self.pair, '--variant', self.variant,
                                 '--sizes', self.size_range, '--samples', str(self.samples),
-                                '--stack', self.current_environ.name]
+                                '--stack', self.stack_name]
+        if stack_of(self)[1].self_bind:
+            self.executable_opts += ['--bind-self']
+        if self.corrupt_at:
+            self.executable_opts += ['--corrupt-at', str(self.corrupt_at)]
 
     @sanity_function
     def validate(self):

@@ -1,0 +1,291 @@
+/* p2p: command-line options and message-size schedules. No MPI here, so
+ * every rank parses the same argv the same way and agrees on the outcome. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "p2p.h"
+
+void p2p_usage(void)
+{
+    printf(
+"Usage: p2p [options]   (run on exactly 2 ranks)\n"
+"Half round-trip latency (us) and bandwidth (MB/s = 10^6 bytes/s) between\n"
+"ranks 0 and 1 for {Send,Isend,Ssend,Issend} x {Recv,Irecv}.\n"
+"  --sizes LIST      comma-separated schedule names and/or byte counts\n"
+"                    (1..268435456); names: small (300..4800 step 300),\n"
+"                    medium (5000..100000 step 5000), large (200000..2000000\n"
+"                    step 100000), thesis (all three), netpipe (2^k and\n"
+"                    1.5*2^k, each +-3 bytes, 1 byte..4 MiB), quick (8, 1024,\n"
+"                    65536, 1048576). Default: quick\n"
+"  --samples N       timed samples per size, N >= 1 (default 50)\n"
+"  --pair NAME|all   e.g. Ssend-Irecv (default all)\n"
+"  --variant V       complete (default), preposted (Irecv pairs only), or\n"
+"                    all (complete for every pair, preposted for Irecv pairs)\n"
+"  --stack NAME      label copied into every record (default unknown)\n"
+"  --bind-self       pin rank r to the r-th CPU this process may use, for\n"
+"                    launchers that cannot bind (LAM); recorded in P2P-RUN\n"
+"  --corrupt-at SIZE test only: rank 1 flips one byte of its reply at SIZE,\n"
+"                    so the payload check must fail (exit via MPI_Abort 3)\n"
+"  --help            this text\n"
+"Records on stdout: P2P-RUN, P2P (one per pair, variant, size), P2P-END.\n");
+}
+
+/* Growable list of sizes. */
+struct list { long *v; int n, cap; };
+
+static int push(struct list *l, long s)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        long *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+    return 0;
+}
+
+static int push_range(struct list *l, long from, long to, long step)
+{
+    for (long s = from; s <= to; s += step)
+        if (push(l, s))
+            return -1;
+    return 0;
+}
+
+/* NetPIPE-style: 2^k (k >= 0) and 1.5*2^k (k >= 1, to stay integral), each
+ * also -3 and +3 bytes, kept within 1..4 MiB. */
+static int push_netpipe(struct list *l)
+{
+    const long max = 4194304L;
+    for (long p = 1; p <= max; p *= 2) {
+        long base[2] = { p, p >= 2 ? p + p / 2 : 0 };
+        for (int b = 0; b < 2; b++)
+            for (long d = -3; d <= 3 && base[b] > 0; d += 3) {
+                long s = base[b] + d;
+                if (s >= 1 && s <= max && push(l, s))
+                    return -1;
+            }
+    }
+    return 0;
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Returns 0, or 1 if tok is neither a schedule name nor an integer,
+ * 2 if it is an integer out of range, -1 if out of memory. */
+static int add_token(struct list *l, const char *tok)
+{
+    if (!strcmp(tok, "small"))  return push_range(l, 300, 4800, 300);
+    if (!strcmp(tok, "medium")) return push_range(l, 5000, 100000, 5000);
+    if (!strcmp(tok, "large"))  return push_range(l, 200000, 2000000, 100000);
+    if (!strcmp(tok, "thesis"))
+        return add_token(l, "small") || add_token(l, "medium") ||
+               add_token(l, "large") ? -1 : 0;
+    if (!strcmp(tok, "netpipe")) return push_netpipe(l);
+    if (!strcmp(tok, "quick")) {
+        static const long q[] = { 8, 1024, 65536, 1048576 };
+        for (int i = 0; i < 4; i++)
+            if (push(l, q[i]))
+                return -1;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(tok, &end, 10);
+    if (end == tok || *end != '\0' || tok[0] == '+' || tok[0] == ' ')
+        return 1;
+    if (errno == ERANGE || v < 1 || v > P2P_MAX_SIZE)
+        return 2;
+    return push(l, v);
+}
+
+static int parse_sizes(const char *arg, struct options *o, char *err,
+                       size_t errlen)
+{
+    struct list l = { NULL, 0, 0 };
+    size_t alen = strlen(arg) + 1;
+    char *copy = malloc(alen); /* strdup is not C99 */
+    int rc = 0;
+    if (!copy) {
+        snprintf(err, errlen, "p2p: out of memory parsing --sizes");
+        return 2;
+    }
+    memcpy(copy, arg, alen);
+    /* Walk the commas by hand: strtok would skip empty items like "8,,64". */
+    for (char *tok = copy, *next; tok && rc == 0; tok = next) {
+        next = strchr(tok, ',');
+        if (next)
+            *next++ = '\0';
+        int r = add_token(&l, tok);
+        if (r == 1)
+            snprintf(err, errlen, "p2p: --sizes: '%s' is not a size in bytes"
+                     " or a schedule name (small, medium, large, thesis,"
+                     " netpipe, quick)", tok);
+        else if (r == 2)
+            snprintf(err, errlen, "p2p: --sizes: '%s' is out of range "
+                     "(1..%ld bytes; 0-byte messages are not measured)",
+                     tok, P2P_MAX_SIZE);
+        else if (r < 0)
+            snprintf(err, errlen, "p2p: out of memory parsing --sizes");
+        if (r)
+            rc = 2;
+    }
+    free(copy);
+    if (rc) {
+        free(l.v);
+        return rc;
+    }
+    qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_long);
+    int n = 0;
+    for (int i = 0; i < l.n; i++)
+        if (n == 0 || l.v[i] != l.v[n - 1])
+            l.v[n++] = l.v[i];
+    free(o->sizes);
+    o->sizes = l.v;
+    o->nsizes = n;
+    o->sizes_arg = arg;
+    return 0;
+}
+
+/* Strict decimal integer in [lo, hi]. */
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
+                   size_t errlen)
+{
+    const char *sizes = "quick";
+    o->help = 0;
+    o->samples = 50;
+    o->pair = -1;
+    o->variant = VAR_COMPLETE;
+    o->stack = "unknown";
+    o->sizes = NULL;
+    o->nsizes = 0;
+    o->corrupt_at = 0;
+    o->bind_self = 0;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        char name[32];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            o->help = 1;
+            return 0;
+        }
+        if (!strcmp(a, "--bind-self")) {
+            o->bind_self = 1;
+            continue;
+        }
+        /* Accept both "--opt value" and "--opt=value". */
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        if (strncmp(a, "--", 2) || len >= sizeof name) {
+            snprintf(err, errlen, "p2p: unknown argument '%s' (see --help)", a);
+            return 2;
+        }
+        memcpy(name, a, len);
+        name[len] = '\0';
+        if (strcmp(name, "--sizes") && strcmp(name, "--samples") &&
+            strcmp(name, "--pair") && strcmp(name, "--variant") &&
+            strcmp(name, "--stack") && strcmp(name, "--corrupt-at")) {
+            snprintf(err, errlen, "p2p: unknown option '%s' (see --help)", a);
+            return 2;
+        }
+        if (eq)
+            val = eq + 1;
+        else if (i + 1 < argc)
+            val = argv[++i];
+        else {
+            snprintf(err, errlen, "p2p: %s: missing value", name);
+            return 2;
+        }
+
+        long v;
+        if (!strcmp(name, "--sizes")) {
+            sizes = val;
+        } else if (!strcmp(name, "--samples")) {
+            if (parse_int(val, 1, 100000000L, &v)) {
+                snprintf(err, errlen, "p2p: --samples: '%s' is not an integer"
+                         " from 1 to 100000000", val);
+                return 2;
+            }
+            o->samples = (int)v;
+        } else if (!strcmp(name, "--pair")) {
+            o->pair = -2;
+            if (!strcmp(val, "all"))
+                o->pair = -1;
+            for (int p = 0; p < P2P_NPAIRS; p++)
+                if (!strcmp(val, p2p_pair_names[p]))
+                    o->pair = p;
+            if (o->pair == -2) {
+                snprintf(err, errlen, "p2p: --pair: '%s' is not a pair name"
+                         " (Send-Recv, Send-Irecv, Isend-Recv, Isend-Irecv,"
+                         " Ssend-Recv, Ssend-Irecv, Issend-Recv, Issend-Irecv,"
+                         " all)", val);
+                return 2;
+            }
+        } else if (!strcmp(name, "--variant")) {
+            if (!strcmp(val, "complete"))       o->variant = VAR_COMPLETE;
+            else if (!strcmp(val, "preposted")) o->variant = VAR_PREPOSTED;
+            else if (!strcmp(val, "all"))       o->variant = VAR_ALL;
+            else {
+                snprintf(err, errlen, "p2p: --variant: '%s' is not one of"
+                         " complete, preposted, all", val);
+                return 2;
+            }
+        } else if (!strcmp(name, "--stack")) {
+            if (!*val) {
+                snprintf(err, errlen, "p2p: --stack: empty label");
+                return 2;
+            }
+            o->stack = val;
+        } else { /* --corrupt-at */
+            if (parse_int(val, 1, P2P_MAX_SIZE, &v)) {
+                snprintf(err, errlen, "p2p: --corrupt-at: '%s' is not a size"
+                         " in bytes (1..%ld)", val, P2P_MAX_SIZE);
+                return 2;
+            }
+            o->corrupt_at = v;
+        }
+    }
+
+    /* Preposting only means something when the receive is non-blocking. */
+    if (o->variant == VAR_PREPOSTED && o->pair >= 0 &&
+        !p2p_pair_has_irecv(o->pair)) {
+        snprintf(err, errlen, "p2p: --variant: 'preposted' needs an Irecv pair,"
+                 " but --pair is '%s'", p2p_pair_names[o->pair]);
+        return 2;
+    }
+    if (parse_sizes(sizes, o, err, errlen))
+        return 2;
+    /* A corruption at a size never sent would silently test nothing. */
+    if (o->corrupt_at) {
+        int found = 0;
+        for (int i = 0; i < o->nsizes; i++)
+            found |= o->sizes[i] == o->corrupt_at;
+        if (!found) {
+            snprintf(err, errlen, "p2p: --corrupt-at: '%ld' is not one of the"
+                     " sizes of --sizes '%s'", o->corrupt_at, sizes);
+            return 2;
+        }
+    }
+    return 0;
+}

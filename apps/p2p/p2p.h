@@ -1,0 +1,37 @@
+/* p2p: shared declarations between the option parser (opts.c) and the
+ * benchmark (p2p.c). */
+#ifndef P2P_H
+#define P2P_H
+
+#include <stddef.h>
+
+#define P2P_NPAIRS 8
+#define P2P_MAX_SIZE 268435456L /* 256 MiB: largest message accepted */
+
+enum variant { VAR_COMPLETE = 1, VAR_PREPOSTED = 2, VAR_ALL = 3 };
+
+struct options {
+    int help;
+    int samples;          /* timed samples per size (passes) */
+    int pair;             /* index into the pair table, or -1 for all */
+    int variant;          /* bit set of enum variant */
+    const char *stack;    /* label copied into every record */
+    const char *sizes_arg;/* --sizes as given, for the P2P-RUN record */
+    long *sizes;          /* sorted, duplicates removed */
+    int nsizes;
+    long corrupt_at;      /* test switch: 0 = off */
+    int bind_self;        /* pin rank r to the r-th allowed CPU (launchers that cannot) */
+};
+
+/* Pair names in table order: send mode (Send, Isend, Ssend, Issend) major,
+ * receive mode (Recv, Irecv) minor. Defined in p2p.c. */
+extern const char *const p2p_pair_names[P2P_NPAIRS];
+int p2p_pair_has_irecv(int pair);
+
+/* Parses argv into *o. Returns 0 on success; on error writes one line
+ * "p2p: ..." into err (size errlen) and returns 2. */
+int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
+                   size_t errlen);
+void p2p_usage(void);
+
+#endif

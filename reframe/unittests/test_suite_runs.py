@@ -1,0 +1,107 @@
+"""End-to-end checks of the suite on the installed stacks (the set-up must have run).
+
+Each starts ReFrame as a user would and checks what it says for bad input, that a failing
+stack does not stop the others, and that no daemon or launcher survives a failed run."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from testbed import procs, registry
+
+REPO = registry.REPO
+QUICK = ['-n', 'P2PMatrix.*%mode=Send-Recv/complete.*%size_range=small',
+         '-S', 'P2PMatrix.samples=2']
+
+
+@pytest.fixture
+def workdir():
+    # Under /var/tmp, readable by the job account (pytest's tmp_path is private to root).
+    path = tempfile.mkdtemp(prefix='testbed-pytest-', dir='/var/tmp')
+    os.chmod(path, 0o755)
+    yield Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def reframe(workdir, *args, env=None):
+    rfm = shutil.which('reframe')
+    assert rfm, 'reframe is not on PATH: run the set-up (make setup) and source site/env.sh'
+    full_env = dict(os.environ, RFM_CONFIG_FILES=str(REPO / 'site' / 'local.py'),
+                    **(env or {}))
+    report = workdir / 'report.json'
+    cmd = [rfm, '-c', 'tests', '-s', str(workdir / 'stage'), '-o', str(workdir / 'output'),
+           '--perflogdir', str(workdir / 'perflogs'), '--report-file', str(report), *args]
+    proc = subprocess.run(cmd, cwd=REPO / 'reframe', env=full_env, capture_output=True,
+                          text=True, timeout=600)
+    cases = []
+    if report.exists():
+        cases = json.loads(report.read_text())['runs'][-1]['testcases']
+    return proc, {(tc['name'].split()[0], tc['environ']): tc for tc in cases}
+
+
+def test_unknown_stack_name_stops_before_running(workdir):
+    proc, cases = reframe(workdir, '-l', env={'TESTBED_STACKS': 'mpich-4.0,mpich-9'})
+    assert proc.returncode != 0 and not cases
+    assert "TESTBED_STACKS: unknown stack 'mpich-9'" in proc.stdout + proc.stderr
+
+
+def test_malformed_registry_names_file_and_field(workdir):
+    bad = workdir / 'stacks.toml'
+    bad.write_text(registry.DEFAULT_FILE.read_text().replace(
+        'launcher = ["mpiexec.mpich", "-n", "{ntasks}"]', 'launcher = "mpiexec.mpich"'))
+    proc, cases = reframe(workdir, '-l', env={'TESTBED_REGISTRY': str(bad)})
+    assert proc.returncode != 0 and not cases
+    assert f'{bad}: stacks.mpich-4.0.launcher: expected a list' in proc.stdout + proc.stderr
+
+
+def test_malformed_reference_file_fails_the_test_before_it_runs(workdir):
+    bad = workdir / 'refs.csv'
+    bad.write_text('system,partition,stack,test,case,variable,value,lower,upper,unit,runs\n'
+                   'testbed-local,default,mpich-4.0,P2PMatrix,x,latency,fast,-0.1,0.1,us,r\n')
+    proc, cases = reframe(workdir, '-r', *QUICK, '-p', 'mpich-4_0',
+                          '-S', f'P2PMatrix.reference_file={bad}')
+    assert proc.returncode != 0
+    tc = cases[('P2PMatrix', 'mpich-4_0')]
+    assert tc['result'] == 'fail' and tc['fail_phase'] == 'setup'
+    assert f"{bad}: line 2: field value: 'fast' is not a number" in tc['fail_reason']
+
+
+def test_a_stack_whose_build_fails_fails_alone(workdir):
+    reg = workdir / 'stacks.toml'
+    reg.write_text(registry.DEFAULT_FILE.read_text() + '''
+[stacks."broken-1.0"]
+family = "mpich"
+origin = "debian"
+packages = ["mpich"]
+cc = "/nonexistent/mpicc"
+launcher = ["mpiexec.mpich", "-n", "{ntasks}"]
+features = ["mpi"]
+''')
+    proc, cases = reframe(workdir, '-r', *QUICK, env={
+        'TESTBED_REGISTRY': str(reg), 'TESTBED_STACKS': 'broken-1.0,mpich-4.0'})
+    assert proc.returncode != 0
+    build = cases[('P2PBuild', 'broken-1_0')]
+    assert build['result'] == 'fail' and build['fail_phase'].startswith('compile')
+    (err,) = (workdir / 'stage').glob('*/*/broken-1_0/P2PBuild_*/rfm_build.err')
+    assert '/nonexistent/mpicc' in err.read_text()
+    assert cases[('P2PMatrix', 'broken-1_0')]['result'] == 'fail'
+    assert cases[('P2PMatrix', 'mpich-4_0')]['result'] == 'pass'
+
+
+@pytest.mark.parametrize('how', [['-S', 'P2PMatrix.corrupt_at=1200'],
+                                 ['-S', 'P2PMatrix.samples=0']])
+def test_failed_lam_run_leaves_no_daemon(workdir, how):
+    before = procs.leftovers()
+    assert not before, f'leftovers before the test: {before}'
+    proc, cases = reframe(workdir, '-r', *QUICK, '-p', 'lam-7_1', *how)
+    tc = cases[('P2PMatrix', 'lam-7_1')]
+    assert tc['result'] == 'fail'
+    (err,) = (workdir / 'stage').glob('*/*/lam-7_1/P2PMatrix_*/rfm_job.err')
+    expected = ('payload check failed: pair Send-Recv variant complete size 1200 bytes'
+                if 'corrupt_at' in how[1] else '--samples')
+    assert expected in err.read_text()
+    assert procs.leftovers() == []
