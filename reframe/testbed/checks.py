@@ -30,16 +30,27 @@ def stack_of(test):
         raise ReframeError(str(err)) from None
 
 
-def install_failure(reg, stack):
-    """The reason the embedded installer recorded for a failed stack, or None."""
-    status = Path(reg.prefix_root).parent / 'status' / f'{stack.name}.json'
+def install_failure(reg, stack, status_name=None):
+    """The reason the embedded installer recorded for a failed stack (or for another set-up
+    step, `status_name`, such as the HPL source), or None."""
+    status = Path(reg.prefix_root).parent / 'status' / f'{status_name or stack.name}.json'
     try:
         info = json.loads(status.read_text())
     except (OSError, json.JSONDecodeError):
         return None     # not installed by the embedded installer (a cluster, say): try the build
-    return None if info.get('ok') else (f'stack {stack.name} failed to install: '
+    return None if info.get('ok') else (f'{status_name or "stack " + stack.name} failed to install: '
                                         f'{info.get("reason", "no reason recorded")} '
                                         f'(log: {info.get("log", "none")})')
+
+
+def records(path, tag):
+    """The JSON records behind `tag` in a program's output ('TAG {...}' lines)."""
+    out = []
+    with open(path) as fh:
+        for line in fh:
+            if line.startswith(tag + ' {'):
+                out.append(json.loads(line[len(tag) + 1:]))
+    return out
 
 
 def drop_privileges(reg):

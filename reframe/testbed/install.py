@@ -21,8 +21,11 @@ from testbed import registry  # noqa: E402
 REFRAME_PIN = 'reframe-hpc==4.10.4'
 TOOL_PACKAGES = [REFRAME_PIN, 'pytest==8.3.5']
 # What every build and job needs besides the stacks: compilers, make, venv support, setpriv
-# (util-linux), ps (procps), and single-threaded OpenBLAS for HPL.
-BASE_DEBS = ['build-essential', 'python3-venv', 'util-linux', 'procps', 'libopenblas-dev']
+# (util-linux), ps (procps); for HPL single-threaded OpenBLAS, patch, and curl to fetch the
+# hpcc source from Debian's archive.
+BASE_DEBS = ['build-essential', 'python3-venv', 'util-linux', 'procps', 'libopenblas-dev',
+             'libopenblas0-serial', 'patch', 'curl']
+HPL_SOURCE = 'src/hpcc'      # under the testbed home; apps/hpl/build.sh --src-dir
 
 
 def log(msg):
@@ -159,7 +162,15 @@ def main(argv=None):
         if not ok:
             failed.append(stack.name)
 
-    # Stage directories must be readable by the job account: they live under /var/tmp.
+    # HPL 2.0 comes from Debian's hpcc source package, checked against its .dsc checksum.
+    t0 = time.monotonic()
+    logfile = logs / 'hpl-source.log'
+    logfile.write_text('')
+    ok, why = run(['bash', str(registry.REPO / 'apps' / 'hpl' / 'fetch-source.sh'),
+                   str(home / HPL_SOURCE), '--setup-apt'], logfile)
+    write_status(home, 'hpl-source', ok, why, logfile, time.monotonic() - t0)
+    log(f'HPL source (Debian hpcc): {"verified" if ok else "FAILED: " + why}')
+
     total = time.monotonic() - started
     timings['total'] = total
     (home / 'setup-times.json').write_text(json.dumps(

@@ -14,7 +14,8 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    run_before, sanity_function, variable)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed.checks import AppBuild, ReferenceLookup, StackLaunch, stack_of  # noqa: E402
+from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, records,  # noqa: E402
+                            stack_of)
 from testbed.sizes import SCHEDULES  # noqa: E402
 
 PAIRS = [f'{s}-{r}' for s in ('Send', 'Isend', 'Ssend', 'Issend') for r in ('Recv', 'Irecv')]
@@ -25,16 +26,6 @@ MODES = [(p, 'complete') for p in PAIRS] + [(p, 'preposted') for p in PAIRS
 
 class P2PBuild(AppBuild):
     app = 'p2p'
-
-
-def records(path, tag):
-    """The JSON records behind `tag` in the program's output."""
-    out = []
-    with open(path) as fh:
-        for line in fh:
-            if line.startswith(tag + ' {'):
-                out.append(json.loads(line[len(tag) + 1:]))
-    return out
 
 
 @sn.deferrable

@@ -105,3 +105,13 @@ def test_failed_lam_run_leaves_no_daemon(workdir, how):
                 if 'corrupt_at' in how[1] else '--samples')
     assert expected in err.read_text()
     assert procs.leftovers() == []
+
+
+def test_every_test_file_loads(workdir):
+    """ReFrame skips a test file it cannot load with only a warning: here that is a failure."""
+    proc, _ = reframe(workdir, '-l')
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-2000:]
+    assert 'skipping test file' not in out, out[-2000:]
+    for check in ('P2PMatrix', 'HplRun', 'Su3Run', 'Su3RankInvariance', 'StartupTime'):
+        assert f'- {check}' in out

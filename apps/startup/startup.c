@@ -1,0 +1,170 @@
+/*
+ * startup: how long an MPI job takes to come up (seed 004, Table 9).
+ *
+ * The driver (launch_times.py) reads CLOCK_REALTIME just before it starts
+ * the launcher and passes it as --launch-epoch-ns.  Every rank reads the same
+ * clock right after MPI_Init returns; then every rank but 0 sends one int to
+ * rank 0, which receives them with MPI_ANY_SOURCE (the thesis's experiment)
+ * and reads the clock when the last one has arrived.  All times are seconds
+ * since the launch.  MPI-1 calls only, so that it builds on LAM 7.1.4.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <mpi.h>
+
+#define TAG_HELLO 9
+
+static const char usage[] =
+    "usage: startup --launch-epoch-ns N\n"
+    "  Measures MPI start-up time; run it under an MPI launcher.\n"
+    "  --launch-epoch-ns N  CLOCK_REALTIME in nanoseconds since the epoch, read\n"
+    "                       just before the launcher was started (required;\n"
+    "                       by hand: --launch-epoch-ns $(date +%s%N))\n"
+    "  --help               this text\n"
+    "Rank 0 prints one line: STARTUP {\"ranks\":n,\"init_s_max\":..,\"init_s_min\":..,\n"
+    "  \"first_message_s\":..,\"library_version\":\"..\"} (seconds since launch).\n";
+
+/* Nanoseconds since the epoch, the clock the driver's time.time_ns() reads. */
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Before MPI_Init we do not know our rank; the launchers export it, so only
+ * the process that is (or may be) rank 0 prints help and errors. */
+static int maybe_rank0(void)
+{
+    const char *vars[] = {"PMI_RANK", "OMPI_COMM_WORLD_RANK", "LAMRANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v != NULL)
+            return atoi(v) == 0;
+    }
+    return 1; /* started by hand: a singleton */
+}
+
+/* First line of the library's own version string, as a JSON string body. */
+static void library_version(char *out, size_t outlen)
+{
+    const char *raw = "unknown";
+#if defined(MPI_VERSION) && MPI_VERSION >= 3
+    static char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(buf, &len);
+    raw = buf;
+#elif defined(LAM_VERSION)
+    raw = LAM_VERSION; /* "7.1.4", from lam_config.h */
+#endif
+    /* The full strings run over many lines (MPICH adds its configure line);
+     * the first names library and version.  Collapse runs of blanks, escape
+     * what JSON needs escaped. */
+    size_t o = 0;
+    int blank = 0;
+    for (const char *p = raw; *p && *p != '\n' && o + 7 < outlen; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == ' ' || c == '\t' || c == '\r') {
+            blank = 1;
+            continue;
+        }
+        if (blank && o > 0)
+            out[o++] = ' ';
+        blank = 0;
+        if (c == '"' || c == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c < 0x20) {
+            o += (size_t)snprintf(out + o, outlen - o, "\\u%04x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o] = '\0';
+}
+
+int main(int argc, char **argv)
+{
+    /* Parse before MPI_Init so that a bad command line never starts MPI. */
+    int64_t launch_ns = 0;
+    int status = -1; /* -1: run; otherwise exit with it */
+    for (int i = 1; i < argc && status < 0; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            if (maybe_rank0())
+                fputs(usage, stdout);
+            status = 0;
+        } else if (strcmp(argv[i], "--launch-epoch-ns") == 0) {
+            const char *val = i + 1 < argc ? argv[++i] : "";
+            char *end = NULL;
+            errno = 0;
+            long long v = strtoll(val, &end, 10);
+            if (*val == '\0' || *end != '\0' || errno != 0 || v <= 0) {
+                if (maybe_rank0())
+                    fprintf(stderr, "startup: invalid value for --launch-epoch-ns: "
+                            "'%s' (expected a positive integer, nanoseconds since the epoch)\n", val);
+                status = 2;
+            }
+            launch_ns = v;
+        } else {
+            if (maybe_rank0())
+                fprintf(stderr, "startup: unknown option '%s' (try --help)\n", argv[i]);
+            status = 2;
+        }
+    }
+    if (status < 0 && launch_ns == 0) {
+        if (maybe_rank0())
+            fprintf(stderr, "startup: missing required option --launch-epoch-ns (try --help)\n");
+        status = 2;
+    }
+    if (status >= 0)
+        return status;
+
+    MPI_Init(&argc, &argv);
+    int64_t init_ns = now_ns(); /* first thing after MPI_Init returns */
+
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+    int64_t first_ns = 0;
+    int hello = rank;
+    MPI_Status st; /* not MPI_STATUS_IGNORE: that is MPI-2 */
+    if (rank != 0) {
+        MPI_Send(&hello, 1, MPI_INT, 0, TAG_HELLO, MPI_COMM_WORLD);
+    } else {
+        for (int i = 1; i < size; i++)
+            MPI_Recv(&hello, 1, MPI_INT, MPI_ANY_SOURCE, TAG_HELLO, MPI_COMM_WORLD, &st);
+        first_ns = now_ns(); /* the last rank's message is in */
+    }
+
+    /* Differences in integer nanoseconds first: a double holding seconds
+     * since 1970 would keep only about a quarter of a microsecond. */
+    double init_s = (double)(init_ns - launch_ns) / 1e9;
+    double *all = NULL;
+    if (rank == 0 && (all = malloc((size_t)size * sizeof *all)) == NULL) {
+        fprintf(stderr, "startup: out of memory for %d init times\n", size);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Gather(&init_s, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+
+    if (rank == 0) {
+        double lo = all[0], hi = all[0];
+        for (int i = 1; i < size; i++) {
+            if (all[i] < lo) lo = all[i];
+            if (all[i] > hi) hi = all[i];
+        }
+        char version[1024];
+        library_version(version, sizeof version);
+        printf("STARTUP {\"ranks\":%d,\"init_s_max\":%.6f,\"init_s_min\":%.6f,"
+               "\"first_message_s\":%.6f,\"library_version\":\"%s\"}\n",
+               size, hi, lo, (double)(first_ns - launch_ns) / 1e9, version);
+        fflush(stdout);
+        free(all);
+    }
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,55 @@
+/* Domain decomposition, neighbour gathers and MPI call profiling. */
+#ifndef LATTICE_H
+#define LATTICE_H
+
+#include <mpi.h>
+#include "su3.h"
+
+/* Every MPI call after MPI_Init goes through PROF so its time is counted. */
+enum { P_COMM_RANK, P_COMM_SIZE, P_BARRIER, P_IRECV, P_ISEND, P_SSEND,
+       P_WAIT, P_WAITALL, P_ALLREDUCE, P_REDUCE, P_NCALLS };
+extern const char *prof_name[P_NCALLS];
+extern double prof_sec[P_NCALLS];
+extern long prof_count[P_NCALLS];
+#define PROF(id, call) do { double t0_ = MPI_Wtime(); call; \
+        prof_sec[id] += MPI_Wtime() - t0_; prof_count[id]++; } while (0)
+
+#define MAX_LOCAL_VOLUME (1 << 24)
+enum { PLUS = 0, MINUS = 1 };
+enum { COMM_ISEND, COMM_SSEND };
+
+typedef struct {
+    int L[4];          /* global extents x y z t */
+    int l[4];          /* local extents */
+    int grid[4];       /* ranks per dimension */
+    int coord[4];      /* this rank's position in the grid */
+    int nbr[4][2];     /* rank of the +d / -d neighbour */
+    int vol;           /* local sites */
+    int face[4];       /* sites of a face normal to d: vol / l[d] */
+    /* nb[d][s][i]: neighbour of site i in direction s along d, as a local
+     * index (>= 0) or -(f+1) for entry f of that gather's receive buffer */
+    int *nb[4][2];
+    int *sendlist[4][2]; /* local sites sent by a gather from s along d */
+    int comm;          /* COMM_ISEND or COMM_SSEND */
+    su3 *sendbuf;
+} lattice;
+
+/* Split the lattice over nranks (a power of two); 0 or -1 with msg set. */
+int lattice_layout(lattice *lat, int nranks, char *msg, int msglen);
+/* Coordinates, neighbour tables, buffers. Returns 0, or -1 on no memory. */
+int lattice_setup(lattice *lat, int rank);
+long lattice_global_index(const lattice *lat, int i);
+
+/* Fill recv with the `per` matrices per site of field at the sites x+d
+ * (s = PLUS) or x-d (s = MINUS) that lie on other ranks. */
+void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv);
+
+/* The `per` matrices of field at the neighbour of site i. */
+static inline const su3 *nbr_site(const lattice *lat, const su3 *field,
+                                  const su3 *recv, int per, int d, int s, int i)
+{
+    int k = lat->nb[d][s][i];
+    return k >= 0 ? field + (long)k * per : recv + (long)(-k - 1) * per;
+}
+
+#endif

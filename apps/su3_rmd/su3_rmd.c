@@ -1,0 +1,504 @@
+/*
+ * su3_rmd: a proxy for MILC's pure-gauge su3_rmd (seed 004, section 4.2).
+ * Refreshed molecular dynamics (no accept/reject) for SU(3) with the Wilson
+ * plaquette action, on a 4D lattice split over a power-of-two rank count.
+ * MPI-1 calls only, so it builds on LAM 7.1. See README.md.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include "lattice.h"
+
+/* Thesis Table 6: lattice and trajectory count of the five experiments. */
+static const int preset_tab[5][5] = {
+    { 4, 4, 4, 8, 50 }, { 6, 6, 6, 12, 75 }, { 8, 8, 8, 16, 100 },
+    { 12, 12, 12, 24, 150 }, { 16, 16, 16, 32, 200 } };
+#define DEF_STEPS 20
+#define DEF_EPSILON 0.02
+
+typedef struct {
+    int L[4], traj, steps, preset, comm, corrupt;
+    double beta, eps;
+    unsigned long long seed;
+    int set_traj; /* given explicitly: overrides the preset */
+} options;
+
+static int rank, nranks;
+
+static const char *usage_text =
+"usage: su3_rmd [options]\n"
+"  --lattice NXxNYxNZxNT   global lattice (default 4x4x4x8)\n"
+"  --nx N --ny N --nz N --nt N   single extents (2..1024 each)\n"
+"  --preset 1..5           thesis Table 6 size: 4^3x8/50 traj, 6^3x12/75,\n"
+"                          8^3x16/100, 12^3x24/150, 16^3x32/200; explicit\n"
+"                          options override it\n"
+"  --beta B                gauge coupling, > 0 (default 6.0)\n"
+"  --trajectories N        1..1000000 (default 10; preset: Table 6)\n"
+"  --steps N               leapfrog steps per trajectory, 1..100000 (default 20)\n"
+"  --epsilon E             step size, 0 < E <= 1 (default 0.02)\n"
+"  --seed S                random seed, 0..2^64-1 (default 1)\n"
+"  --comm isend|ssend      neighbour exchange: Irecv+Isend+Waitall (default)\n"
+"                          or Irecv+Ssend+Wait (the 2002 MILC build)\n"
+"  --corrupt-link          test only: spoil one link after trajectory 1 so the\n"
+"                          unitarity check must fail\n"
+"  --help                  this text\n"
+"The number of ranks must be a power of two.\n";
+
+/* Parse-time failure: rank 0 says why, everyone leaves with status 2. */
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void fail(const char *fmt, ...)
+{
+    if (rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("su3_rmd: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+    }
+    MPI_Finalize();
+    exit(2);
+}
+
+static long parse_long(const char *opt, const char *v, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi)
+        fail("invalid value for %s: '%s' (expected an integer in %ld..%ld)", opt, v, lo, hi);
+    return x;
+}
+
+/* A number in (0, hi]: every real parameter here must be positive. */
+static double parse_positive(const char *opt, const char *v, double hi)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !(x > 0.0 && x <= hi))
+        fail("invalid value for %s: '%s' (expected a number in (0, %g])", opt, v, hi);
+    return x;
+}
+
+static void parse_args(int argc, char **argv, options *o)
+{
+    static const char *dims[4] = { "--nx", "--ny", "--nz", "--nt" };
+    *o = (options){ { 4, 4, 4, 8 }, 10, DEF_STEPS, 0, COMM_ISEND, 0, 6.0,
+                    DEF_EPSILON, 1, 0 };
+    int setL[4] = { 0, 0, 0, 0 };
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i], *v = NULL, buf[64];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            if (rank == 0)
+                fputs(usage_text, stdout);
+            MPI_Finalize();
+            exit(0);
+        }
+        if (!strcmp(a, "--corrupt-link")) {
+            o->corrupt = 1;
+            continue;
+        }
+        char *eq = strchr(a, '=');
+        if (eq && (size_t)(eq - a) < sizeof buf) { /* --opt=value */
+            memcpy(buf, a, eq - a);
+            buf[eq - a] = 0;
+            a = buf;
+            v = eq + 1;
+        }
+        int known = !strcmp(a, "--lattice") || !strcmp(a, "--beta")
+            || !strcmp(a, "--trajectories") || !strcmp(a, "--steps")
+            || !strcmp(a, "--epsilon") || !strcmp(a, "--seed") || !strcmp(a, "--comm")
+            || !strcmp(a, "--preset");
+        for (int d = 0; d < 4; d++)
+            known |= !strcmp(a, dims[d]);
+        if (!known)
+            fail("unknown option '%s' (try --help)", argv[i]);
+        if (!v) {
+            if (i + 1 >= argc)
+                fail("option %s needs a value", a);
+            v = argv[++i];
+        }
+        if (!strcmp(a, "--lattice")) {
+            int n[4], len = -1;
+            if (sscanf(v, "%dx%dx%dx%d%n", &n[0], &n[1], &n[2], &n[3], &len) != 4
+                || len != (int)strlen(v))
+                fail("invalid value for --lattice: '%s' (expected NXxNYxNZxNT, "
+                     "e.g. 4x4x4x8)", v);
+            for (int d = 0; d < 4; d++) {
+                if (n[d] < 2 || n[d] > 1024)
+                    fail("invalid value for --lattice: '%s' (each extent must be "
+                         "in 2..1024)", v);
+                o->L[d] = n[d];
+                setL[d] = 1;
+            }
+        } else if (!strcmp(a, "--beta"))
+            o->beta = parse_positive(a, v, 1e6);
+        else if (!strcmp(a, "--trajectories"))
+            o->traj = parse_long(a, v, 1, 1000000), o->set_traj = 1;
+        else if (!strcmp(a, "--steps"))
+            o->steps = parse_long(a, v, 1, 100000);
+        else if (!strcmp(a, "--epsilon"))
+            o->eps = parse_positive(a, v, 1.0);
+        else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            o->seed = strtoull(v, &end, 10);
+            if (end == v || *end || errno || v[0] == '-' || v[0] == '+')
+                fail("invalid value for --seed: '%s' (expected an integer in "
+                     "0..18446744073709551615)", v);
+        } else if (!strcmp(a, "--comm")) {
+            if (!strcmp(v, "isend"))
+                o->comm = COMM_ISEND;
+            else if (!strcmp(v, "ssend"))
+                o->comm = COMM_SSEND;
+            else
+                fail("invalid value for --comm: '%s' (expected isend or ssend)", v);
+        } else if (!strcmp(a, "--preset")) {
+            char *end;
+            long p = strtol(v, &end, 10);
+            if (end == v || *end || p < 1 || p > 5)
+                fail("unknown preset '%s' for --preset (expected 1..5)", v);
+            o->preset = (int)p;
+        } else {
+            for (int d = 0; d < 4; d++)
+                if (!strcmp(a, dims[d])) {
+                    o->L[d] = parse_long(a, v, 2, 1024);
+                    setL[d] = 1;
+                }
+        }
+    }
+    if (o->preset) {
+        const int *p = preset_tab[o->preset - 1];
+        for (int d = 0; d < 4; d++)
+            if (!setL[d])
+                o->L[d] = p[d];
+        if (!o->set_traj)
+            o->traj = p[4]; /* steps and epsilon: the defaults, see README */
+    }
+}
+
+/* ---- random numbers: a pure function of (seed, global site, counter) ---- */
+static uint64_t mix64(uint64_t z) /* splitmix64 finaliser */
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static double uniform(uint64_t seed, long site, uint64_t ctr)
+{
+    uint64_t h = mix64(seed * 0x9e3779b97f4a7c15ULL + (uint64_t)site);
+    h = mix64(h + (ctr + 1) * 0xd1b54a32d192ed03ULL);
+    return ((h >> 11) + 0.5) * 0x1.0p-53; /* in (0, 1), never 0 */
+}
+
+/* Momenta P = i sum_a p_a lambda_a / 2 with p_a ~ N(0,1), so the kinetic
+ * energy -Tr P^2 = sum p_a^2 / 2. Each site draws 32 uniforms per refresh. */
+static void refresh_momenta(const lattice *lat, su3 *P, uint64_t seed, int traj)
+{
+    const double r3 = 1.0 / sqrt(3.0), pi2 = 8.0 * atan(1.0);
+    for (int i = 0; i < lat->vol; i++) {
+        long g = lattice_global_index(lat, i);
+        uint64_t ctr = (uint64_t)traj * 32;
+        for (int mu = 0; mu < 4; mu++) {
+            double p[8];
+            for (int a = 0; a < 8; a += 2) { /* Box-Muller */
+                double u1 = uniform(seed, g, ctr++), u2 = uniform(seed, g, ctr++);
+                double r = sqrt(-2.0 * log(u1));
+                p[a] = r * cos(pi2 * u2);
+                p[a + 1] = r * sin(pi2 * u2);
+            }
+            double complex h01 = 0.5 * (p[0] - I * p[1]), h02 = 0.5 * (p[3] - I * p[4]),
+                           h12 = 0.5 * (p[5] - I * p[6]);
+            su3 *m = &P[4 * i + mu];
+            m->e[0][0] = I * (0.5 * p[2] + 0.5 * r3 * p[7]);
+            m->e[1][1] = I * (-0.5 * p[2] + 0.5 * r3 * p[7]);
+            m->e[2][2] = I * (-r3 * p[7]);
+            m->e[0][1] = I * h01, m->e[1][0] = I * conj(h01);
+            m->e[0][2] = I * h02, m->e[2][0] = I * conj(h02);
+            m->e[1][2] = I * h12, m->e[2][1] = I * conj(h12);
+        }
+    }
+}
+
+/* ---- gauge field ---- */
+static su3 *U, *P, *V, *W, *recvU[4], *recvW;
+
+/* Average over all plaquettes of Re Tr U_p (cold start = 3 exactly). */
+#define FLOPS_PLAQ (6 * (2 * FLOPS_MATMUL + FLOPS_RETRACE_NA + 1))
+static double plaquette(lattice *lat)
+{
+    double loc = 0.0, sum;
+    for (int d = 0; d < 4; d++)
+        gather(lat, U, 4, d, PLUS, recvU[d]);
+    for (int i = 0; i < lat->vol; i++)
+        for (int mu = 0; mu < 4; mu++)
+            for (int nu = mu + 1; nu < 4; nu++) {
+                const su3 *xpmu = nbr_site(lat, U, recvU[mu], 4, mu, PLUS, i);
+                const su3 *xpnu = nbr_site(lat, U, recvU[nu], 4, nu, PLUS, i);
+                su3 a, b;
+                su3_mul_nn(&U[4 * i + mu], &xpmu[nu], &a);
+                su3_mul_nn(&U[4 * i + nu], &xpnu[mu], &b);
+                loc += su3_retrace_na(&a, &b);
+            }
+    PROF(P_ALLREDUCE, MPI_Allreduce(&loc, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return sum / (6.0 * lat->L[0] * lat->L[1] * lat->L[2] * lat->L[3]);
+}
+
+/*
+ * P -= dt * (beta/6) * TA(U_mu(x) V_mu(x)), V = sum of the 6 staples, so that
+ * H = -sum Tr P^2 + S is conserved. Upper staple: U_nu(x+mu) U_mu(x+nu)^+
+ * U_nu(x)^+. Lower staple W(x-nu) with W(y) = U_nu(y+mu)^+ U_mu(y)^+ U_nu(y),
+ * built where its links live and gathered from -nu: no diagonal neighbour.
+ */
+#define FLOPS_FORCE (12 * (2 * FLOPS_MATMUL + FLOPS_MATADD) + 12 * 2 * FLOPS_MATMUL \
+                     + 12 * FLOPS_MATADD + 4 * (FLOPS_MATMUL + FLOPS_TA_UPDATE))
+static void force_update(lattice *lat, double dt, double beta)
+{
+    for (int d = 0; d < 4; d++)
+        gather(lat, U, 4, d, PLUS, recvU[d]);
+    for (int i = 0; i < 4 * lat->vol; i++)
+        su3_zero(&V[i]);
+    for (int i = 0; i < lat->vol; i++)
+        for (int mu = 0; mu < 4; mu++)
+            for (int nu = 0; nu < 4; nu++) {
+                if (nu == mu)
+                    continue;
+                const su3 *xpmu = nbr_site(lat, U, recvU[mu], 4, mu, PLUS, i);
+                const su3 *xpnu = nbr_site(lat, U, recvU[nu], 4, nu, PLUS, i);
+                su3 t, s;
+                su3_mul_na(&xpmu[nu], &xpnu[mu], &t);
+                su3_mul_na(&t, &U[4 * i + nu], &s);
+                su3_add(&V[4 * i + mu], &s);
+            }
+    for (int nu = 0; nu < 4; nu++) {
+        for (int i = 0; i < lat->vol; i++)
+            for (int mu = 0, k = 0; mu < 4; mu++) {
+                if (mu == nu)
+                    continue;
+                const su3 *ypmu = nbr_site(lat, U, recvU[mu], 4, mu, PLUS, i);
+                su3 t;
+                su3_mul_nn(&U[4 * i + mu], &ypmu[nu], &t);
+                su3_mul_an(&t, &U[4 * i + nu], &W[3 * i + k++]);
+            }
+        gather(lat, W, 3, nu, MINUS, recvW);
+        for (int i = 0; i < lat->vol; i++) {
+            const su3 *w = nbr_site(lat, W, recvW, 3, nu, MINUS, i);
+            for (int mu = 0, k = 0; mu < 4; mu++)
+                if (mu != nu)
+                    su3_add(&V[4 * i + mu], &w[k++]);
+        }
+    }
+    double c = dt * beta / 6.0;
+    for (int i = 0; i < 4 * lat->vol; i++) {
+        su3 m;
+        su3_mul_nn(&U[i], &V[i], &m);
+        su3_sub_ta(&P[i], c, &m);
+    }
+}
+
+/* U <- exp(eps P) U, then back onto SU(3). */
+#define FLOPS_LINK (4 * (FLOPS_MATSCALE + FLOPS_EXP + FLOPS_MATMUL + FLOPS_REUNIT))
+static void link_update(const lattice *lat, double eps)
+{
+    for (int i = 0; i < 4 * lat->vol; i++) {
+        su3 a, r, u = U[i];
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++)
+                a.e[j][k] = eps * P[i].e[j][k];
+        su3_exp(&a, &r);
+        su3_mul_nn(&r, &u, &U[i]);
+        su3_reunit(&U[i]);
+    }
+}
+
+static double max_unitarity_dev(const lattice *lat)
+{
+    double loc = 0.0, glob;
+    for (int i = 0; i < 4 * lat->vol; i++) {
+        double d = su3_unitarity_dev(&U[i]);
+        if (d > loc)
+            loc = d;
+    }
+    PROF(P_ALLREDUCE, MPI_Allreduce(&loc, &glob, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    return glob;
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + 1e-6 * ru.ru_utime.tv_usec
+         + ru.ru_stime.tv_sec + 1e-6 * ru.ru_stime.tv_usec;
+}
+
+/* JSON number that keeps a decimal point (3.0, not 3) and full precision. */
+static const char *num(double x, char *buf)
+{
+    sprintf(buf, "%.17g", x);
+    if (!strpbrk(buf, ".eEn"))
+        strcat(buf, ".0");
+    return buf;
+}
+
+static void library_version(char *out, int len)
+{
+#if defined(LAM_VERSION)
+    char raw[256];
+    snprintf(raw, sizeof raw, "%s", LAM_VERSION);
+#elif defined(MPI_VERSION) && MPI_VERSION >= 3
+    char raw[MPI_MAX_LIBRARY_VERSION_STRING];
+    int n;
+    MPI_Get_library_version(raw, &n);
+#else
+    char raw[256] = "unknown";
+#endif
+    /* first line only, trimmed, JSON-escaped */
+    int o = 0;
+    for (const char *p = raw; *p && *p != '\n' && o < len - 8; p++) {
+        if (*p == '"' || *p == '\\')
+            out[o++] = '\\', out[o++] = *p;
+        else if ((unsigned char)*p >= 0x20)
+            out[o++] = *p;
+    }
+    while (o > 0 && (out[o - 1] == ' ' || out[o - 1] == ','))
+        o--;
+    out[o] = 0;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    lattice lat;
+    char msg[512], b1[32], b2[32];
+
+    MPI_Init(&argc, &argv);
+    PROF(P_COMM_RANK, MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    PROF(P_COMM_SIZE, MPI_Comm_size(MPI_COMM_WORLD, &nranks));
+    parse_args(argc, argv, &o);
+    if (nranks & (nranks - 1))
+        fail("number of ranks %d is not a power of two", nranks);
+    memcpy(lat.L, o.L, sizeof lat.L);
+    lat.comm = o.comm;
+    if (lattice_layout(&lat, nranks, msg, sizeof msg))
+        fail("%s", msg);
+    size_t n = (size_t)lat.vol;
+    U = malloc(sizeof(su3) * 4 * n);
+    P = malloc(sizeof(su3) * 4 * n);
+    V = malloc(sizeof(su3) * 4 * n);
+    W = malloc(sizeof(su3) * 3 * n);
+    int maxface = 0, bad = !U || !P || !V || !W || lattice_setup(&lat, rank);
+    for (int d = 0; d < 4; d++) {
+        recvU[d] = malloc(sizeof(su3) * 4 * lat.face[d]);
+        bad |= !recvU[d];
+        if (lat.face[d] > maxface)
+            maxface = lat.face[d];
+    }
+    recvW = malloc(sizeof(su3) * 3 * maxface);
+    if (bad || !recvW) {
+        fprintf(stderr, "su3_rmd: rank %d: out of memory for local volume %d\n",
+                rank, lat.vol);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (size_t i = 0; i < 4 * n; i++)
+        su3_unit(&U[i]); /* cold start */
+
+    if (rank == 0) {
+        char ver[256];
+        long fb[4];
+        library_version(ver, sizeof ver);
+        for (int d = 0; d < 4; d++)
+            fb[d] = lat.grid[d] > 1 ? (long)lat.face[d] * 4 * (long)sizeof(su3) : 0;
+        printf("SU3-RUN {\"lattice\":[%d,%d,%d,%d],\"ranks\":%d,\"grid\":[%d,%d,%d,%d],"
+               "\"preset\":%d,\"beta\":%s,\"trajectories\":%d,\"steps\":%d,\"epsilon\":%s,"
+               "\"seed\":%llu,\"comm\":\"%s\",\"corrupt_link\":%s,\"library_version\":\"%s\","
+               "\"local_volume\":%d,\"local_lattice\":[%d,%d,%d,%d],"
+               "\"face_bytes\":[%ld,%ld,%ld,%ld],\"staple_face_bytes\":[%ld,%ld,%ld,%ld]}\n",
+               o.L[0], o.L[1], o.L[2], o.L[3], nranks, lat.grid[0], lat.grid[1],
+               lat.grid[2], lat.grid[3], o.preset, num(o.beta, b1), o.traj, o.steps,
+               num(o.eps, b2), o.seed, o.comm == COMM_SSEND ? "ssend" : "isend",
+               o.corrupt ? "true" : "false", ver, lat.vol, lat.l[0], lat.l[1], lat.l[2],
+               lat.l[3], fb[0], fb[1], fb[2], fb[3], fb[0] * 3 / 4, fb[1] * 3 / 4,
+               fb[2] * 3 / 4, fb[3] * 3 / 4);
+        fflush(stdout);
+    }
+
+    PROF(P_BARRIER, MPI_Barrier(MPI_COMM_WORLD));
+    double t_start = MPI_Wtime(), cpu_start = cpu_seconds(), t_loop = 0.0;
+    for (int traj = 0; traj <= o.traj; traj++) {
+        double t0 = MPI_Wtime();
+        if (traj > 0) { /* leapfrog: half kick, (drift, kick) x steps, last kick half */
+            refresh_momenta(&lat, P, o.seed, traj);
+            force_update(&lat, 0.5 * o.eps, o.beta);
+            for (int s = 1; s <= o.steps; s++) {
+                link_update(&lat, o.eps);
+                force_update(&lat, s < o.steps ? o.eps : 0.5 * o.eps, o.beta);
+            }
+            if (traj == 1 && o.corrupt && rank == 0)
+                for (int j = 0; j < 3; j++)
+                    for (int k = 0; k < 3; k++)
+                        U[0].e[j][k] *= 1.001; /* after reunitarisation */
+        }
+        double plaq = plaquette(&lat), dev = max_unitarity_dev(&lat);
+        double dt = MPI_Wtime() - t0;
+        if (traj > 0)
+            t_loop += dt;
+        if (rank == 0) {
+            printf("SU3-TRAJ {\"traj\":%d,\"plaquette\":%s,\"max_unitarity_dev\":%.3e,"
+                   "\"seconds\":%.6f}\n", traj, num(plaq, b1), dev, dt);
+            fflush(stdout);
+        }
+        if (dev > 1e-10) { /* every rank holds the same reduced value */
+            if (rank == 0) {
+                fprintf(stderr, "su3_rmd: unitarity check failed at trajectory %d: "
+                        "deviation %.3e > 1e-10\n", traj, dev);
+                fflush(stderr);
+                MPI_Abort(MPI_COMM_WORLD, 3);
+            }
+            PROF(P_BARRIER, MPI_Barrier(MPI_COMM_WORLD)); /* wait for the abort */
+            return 3;
+        }
+    }
+    double wall = MPI_Wtime() - t_start, cpu = cpu_seconds() - cpu_start;
+
+    /* Totals over ranks; these reductions are outside the profile. */
+    double mine[3] = { cpu, cpu, 0.0 }, tot[3], csum[P_NCALLS], smax[P_NCALLS],
+           ssum[P_NCALLS], cnt[P_NCALLS];
+    for (int k = 0; k < P_NCALLS; k++) {
+        mine[2] += prof_sec[k];
+        cnt[k] = (double)prof_count[k];
+    }
+    MPI_Reduce(&mine[0], &tot[0], 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mine[1], &tot[1], 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mine[2], &tot[2], 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(cnt, csum, P_NCALLS, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(prof_sec, ssum, P_NCALLS, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(prof_sec, smax, P_NCALLS, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        double sites = (double)o.L[0] * o.L[1] * o.L[2] * o.L[3];
+        double per_traj = o.steps * (double)FLOPS_LINK + (o.steps + 1.0) * FLOPS_FORCE
+                        + FLOPS_PLAQ;
+        double flops = sites * (o.traj * per_traj + FLOPS_PLAQ);
+        printf("SU3-END {\"wall_s\":%.6f,\"cpu_s\":%.6f,\"cpu_s_sum\":%.6f,\"mpi_s\":%.6f,"
+               "\"comm_share\":%.4f,\"cpu_share\":%.4f,\"s_per_traj\":%.6f,"
+               "\"flops_per_site_step\":%d,\"flops\":%.0f,\"gflops\":%.4f}\n",
+               wall, tot[0], tot[1], tot[2], tot[2] / wall, tot[0] / wall,
+               t_loop / o.traj, FLOPS_LINK + FLOPS_FORCE, flops, flops / wall * 1e-9);
+        for (int k = 0; k < P_NCALLS; k++)
+            if (csum[k] > 0)
+                printf("SU3-MPI {\"call\":\"%s\",\"count\":%.0f,\"seconds\":%.6f,"
+                       "\"seconds_max_rank\":%.6f}\n", prof_name[k], csum[k], ssum[k],
+                       smax[k]);
+        printf("# %d trajectories in %.3f s wall, %.1f%% of it in MPI calls\n",
+               o.traj, wall, 100.0 * tot[2] / wall);
+    }
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,141 @@
+"""HPL 2.0 (from Debian's hpcc source, patched for MPI-3 libraries) on every stack.
+
+One build per stack (fixture, scope 'environment'). One run per process grid; each run solves
+every N of its list in one HPL.dat written from the test's parameters (thesis Appendix A values
+for the rest). A run counts only with PASSED on every residual check and '0 tests completed and
+failed residual checks'. Perf: Gflop/s and seconds per N from the W[RC].. lines.
+"""
+import os
+import shlex
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import fixture, parameter, run_after, run_before, sanity_function, \
+    variable
+from reframe.core.exceptions import BuildError, ReframeError
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+from testbed.checks import (APPS, ReferenceLookup, StackLaunch, install_failure,  # noqa: E402
+                            stack_of)
+from testbed.perf import set_perf_variables  # noqa: E402
+
+sys.path.insert(0, str(APPS / 'hpl'))
+import hpl_input  # noqa: E402
+
+
+class HplBuild(rfm.CompileOnlyRegressionTest):
+    """apps/hpl/build.sh for one stack: extract, patch, build against single-threaded OpenBLAS."""
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    sourcesdir = None
+    build_system = 'CustomBuild'
+    build_locally = True
+
+    @run_before('compile')
+    def configure_build(self):
+        reg, stack = stack_of(self)
+        home = os.path.dirname(reg.prefix_root)
+        for reason in (install_failure(reg, stack),
+                       install_failure(reg, stack, status_name='hpl-source')):
+            if reason:
+                raise BuildError(reason)
+        extra = [a for src in stack.extra_sources for a in ('--extra-src', str(APPS / src))]
+        self.build_system.commands = [shlex.join([
+            'bash', str(APPS / 'hpl' / 'build.sh'), '--cc', stack.compiler,
+            '--out', os.path.join(self.stagedir, 'bin'),
+            '--src-dir', os.path.join(home, 'src', 'hpcc'), *extra])]
+
+    @sanity_function
+    def built(self):
+        return sn.assert_found(r'^HPL-BUILD \{', self.stdout, msg='build.sh printed no record')
+
+    @property
+    def xhpl(self):
+        return os.path.join(self.stagedir, 'bin', 'xhpl')
+
+
+@rfm.simple_test
+class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
+    descr = 'HPL 2.0, every N of the list on one process grid'
+    grid = parameter(['1x1', '1x2', '2x2'])
+    #: problem sizes for grids that fit the cores, and for oversubscribed grids (slow: ranks
+    #: that busy-poll take turns on the cores); multiples of NB
+    n_list = variable(typ.List[int], value=[1800, 3600, 7200])
+    n_list_oversubscribed = variable(typ.List[int], value=[1800])
+    nb = variable(int, value=150)
+    #: HPL's residual threshold (16.0); a tiny value is the test-only way to make checks fail
+    threshold = variable(float, value=16.0)
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    time_limit = '30m'
+    reference_file = 'hpl.csv'
+    build = fixture(HplBuild, scope='environment')
+    tags = {'hpl', 'app'}
+
+    @run_after('init')
+    def set_grid(self):
+        self.p, self.q = (int(x) for x in self.grid.split('x'))
+        self.num_tasks = self.p * self.q
+        self.reference_case = self.grid
+        # Ranks beyond the cores take turns on them; such a grid gets its own (small) Ns.
+        self.oversubscribed = self.num_tasks > (os.cpu_count() or 1)
+        self.ns = self.n_list_oversubscribed if self.oversubscribed else self.n_list
+
+    def perf_variable_names(self):
+        return [f'{what}_N{n}' for n in self.ns for what in ('gflops', 'time')]
+
+    @run_before('performance')
+    def define_perf(self):
+        set_perf_variables(self, {f'gflops_N{n}': ('Gflop/s', self._field(n, 'gflops'))
+                                  for n in self.ns} |
+                           {f'time_N{n}': ('s', self._field(n, 'time_s')) for n in self.ns})
+
+    @run_before('run')
+    def write_input(self):
+        mem = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+        # Checked here, before any rank starts; the error names the parameter.
+        try:
+            hpl_input.write_hpl_dat(os.path.join(self.stagedir, 'HPL.dat'), self.ns, self.nb,
+                                    self.p, self.q, mem_bytes=0.8 * mem,
+                                    threshold=self.threshold)
+        except ValueError as err:
+            raise ReframeError(f'HPL.dat: {err}') from None
+        self.executable = self.build.xhpl
+        self.env_vars['OPENBLAS_NUM_THREADS'] = '1'
+
+    def _output(self):
+        with open(os.path.join(self.stagedir, self.stdout.evaluate())) as fh:
+            return hpl_input.parse_hpl_output(fh.read())
+
+    def _field(self, n, field):
+        @sn.deferrable
+        def value():
+            for rec in self._output():
+                if rec['N'] == n:
+                    return rec[field]
+            raise ValueError(f'no HPL result line for N={n}')
+        return value()
+
+    @sanity_function
+    def validate(self):
+        return sn.all([
+            sn.assert_eq(self.job.exitcode, 0, msg='xhpl exited with {0}'),
+            sn.assert_found(r'tests completed and passed residual checks', self.stdout,
+                            msg='HPL printed no residual summary'),
+            sn.assert_found(r'\b0 tests completed and failed residual checks', self.stdout,
+                            msg='HPL reports tests that failed their residual check'),
+            sn.assert_not_found(r'FAILED', self.stdout, msg='a residual check FAILED'),
+            sn.assert_true(self._complete(), msg='not every N of HPL.dat has a PASSED result'),
+        ])
+
+    @sn.deferrable
+    def _complete(self):
+        out = self._output()
+        return out.ok and sorted(r['N'] for r in out) == sorted(self.ns)
+
+    @run_after('sanity')
+    def note_spread(self):
+        # One measurement per N: no within-run spread to report (references use run-to-run).
+        self.perf_spread = {}

@@ -1,0 +1,110 @@
+"""MPI start-up time on every stack (apps/startup): from launch to the return of MPI_Init on
+the slowest rank, to a first message from every rank at rank 0 (the thesis's experiment), and
+to the launcher's exit, for np = 2 .. 24. The first (cold) launch is reported apart from the
+median of the later (warm) ones; a daemon boot (lamboot) is timed apart, once.
+
+The driver apps/startup/launch_times.py makes the launches itself, with the registry's launcher,
+so this test runs it as a plain program (no MPI launcher around it).
+"""
+import json
+import os
+import shlex
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+from testbed.checks import APPS, AppBuild, ReferenceLookup, drop_privileges, stack_of  # noqa
+from testbed.perf import set_perf_variables  # noqa: E402
+
+
+class StartupBuild(AppBuild):
+    app = 'startup'
+
+
+@rfm.simple_test
+class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
+    descr = 'MPI start-up: launch to MPI_Init, to a first message from every rank, to exit'
+    np_list = variable(typ.List[int], value=[2, 4, 8, 16, 24])
+    #: warm launches per np after the cold one
+    repeats = variable(int, value=5)
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    time_limit = '30m'
+    reference_file = 'startup.csv'
+    reference_case = 'launch'
+    build = fixture(StartupBuild, scope='environment')
+    library_version = variable(str, value='unknown')
+    stack_name = variable(str, value='')
+    tags = {'startup', 'app'}
+
+    def perf_variable_names(self):
+        return [f'{what}_np{np}' for np in self.np_list for what in ('init', 'exit')]
+
+    @run_before('performance')
+    def define_perf(self):
+        set_perf_variables(self, {
+            f'{what}_np{np}': ('s', self._summary(np, f'warm_median_{what}_s'))
+            for np in self.np_list for what in ('init', 'exit')})
+
+    @run_before('run')
+    def set_command(self):
+        reg, stack = stack_of(self)
+        self.stack_name = stack.name
+        launcher = shlex.join(stack.launch_command('{np}'))
+        self.executable = sys.executable
+        self.executable_opts = [
+            str(APPS / 'startup' / 'launch_times.py'), '--launcher', shlex.quote(launcher),
+            '--np', ','.join(map(str, self.np_list)), '--repeats', str(self.repeats),
+            '--json', 'startup.json']
+        if drop_privileges(reg):
+            self.executable_opts += ['--run-as', reg.run_as]
+        if stack.boot:
+            self.executable_opts += ['--boot', shlex.quote(shlex.join(stack.boot)),
+                                     '--halt', shlex.quote(shlex.join(stack.halt))]
+        self.executable_opts += ['--', self.build.executable_path]
+        self.keep_files = ['startup.json']
+
+    def _data(self):
+        with open(os.path.join(self.stagedir, 'startup.json')) as fh:
+            return json.load(fh)
+
+    def _summary(self, np, field):
+        @sn.deferrable
+        def value():
+            for row in self._data()['summary']:
+                if row['np'] == np:
+                    return row[field]
+            raise ValueError(f'no start-up summary for np={np}')
+        return value()
+
+    @sanity_function
+    def validate(self):
+        return sn.all([
+            sn.assert_eq(self.job.exitcode, 0, msg='launch_times.py exited with {0}'),
+            sn.assert_eq(sn.count(sn.extractall(r'^STARTUP-LAUNCH \{', self.stdout)),
+                         len(self.np_list) * (1 + self.repeats),
+                         msg='{0} launches recorded, expected {1}'),
+            sn.assert_eq(self._ordered(), True, msg='{0}'),
+        ])
+
+    @sn.deferrable
+    def _ordered(self):
+        for rec in self._data()['launches']:
+            if not rec['init_s_min'] <= rec['init_s'] <= rec['first_message_s'] <= rec['exit_s']:
+                return f'times out of order in launch {rec}'
+        return True
+
+    @run_after('sanity')
+    def note_version(self):
+        self.library_version = self._data()['launches'][0]['library_version']
+        spread = {}
+        for np in self.np_list:
+            warm = sorted(r['exit_s'] for r in self._data()['launches']
+                          if r['np'] == np and r['launch'] == 'warm')
+            med = warm[len(warm) // 2]
+            spread[f'exit_np{np}'] = spread[f'init_np{np}'] = (warm[-1] - med) / med
+        self.perf_spread = spread
