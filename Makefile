@@ -13,8 +13,8 @@ run: setup        ## the full point-to-point matrix on every stack, then the sum
 list:             ## list the ReFrame checks for every stack
 	. site/env.sh && cd reframe && reframe -c tests -l
 
-references:       ## regenerate reframe/references/p2p.csv from the quick-pass reports given in REPORTS
-	. site/env.sh && python3 -m testbed.references update reframe/references/p2p.csv $(REPORTS)
+references:       ## regenerate reframe/references/*.csv from the run reports given in REPORTS
+	. site/env.sh && python3 -m testbed.references update $(REPORTS)
 
 summary:          ## print the summary table of the last full run again
 	. site/env.sh && python3 -m testbed.summary reframe/reports/last-full.json --out reframe/summary

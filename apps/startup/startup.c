@@ -59,7 +59,7 @@ static void library_version(char *out, size_t outlen)
     MPI_Get_library_version(buf, &len);
     raw = buf;
 #elif defined(LAM_VERSION)
-    raw = LAM_VERSION; /* "7.1.4", from lam_config.h */
+    raw = "LAM/MPI " LAM_VERSION; /* LAM_VERSION "7.1.4" is in lam_config.h */
 #endif
     /* The full strings run over many lines (MPICH adds its configure line);
      * the first names library and version.  Collapse runs of blanks, escape

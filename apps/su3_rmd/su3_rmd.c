@@ -352,7 +352,7 @@ static void library_version(char *out, int len)
 {
 #if defined(LAM_VERSION)
     char raw[256];
-    snprintf(raw, sizeof raw, "%s", LAM_VERSION);
+    snprintf(raw, sizeof raw, "LAM/MPI %s", LAM_VERSION);
 #elif defined(MPI_VERSION) && MPI_VERSION >= 3
     char raw[MPI_MAX_LIBRARY_VERSION_STRING];
     int n;

@@ -120,14 +120,22 @@ def _report_cases(report_path):
                 yield session, tc
 
 
-def derive(report_paths, k=3.0):
-    """Reference rows from one or more run reports.
+def _quantile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
-    value = median of the runs' figures. The tolerance is k times the larger of
-    (a) the spread between runs, (max - min) / median, and
-    (b) the within-run spread of the samples behind the figure, the median over runs of the
-        test's own (p95 - median) / median, reported as <variable>_spread,
-    so one quiet run still gets a tolerance from the noise its samples showed.
+
+def derive(report_paths, k=3.0):
+    """Reference rows, each with the reference file its test names, from run reports.
+
+    value = median of the runs' figures. The tolerance is k times the largest of
+    (a) the spread between runs of this figure, (max - min) / median;
+    (b) the within-run spread of the samples behind it, the median over runs of the test's
+        own (p95 - median) / median, reported as perf_spread;
+    (c) the machine's run-to-run noise for this kind of figure: the 90th percentile of
+        |run / median - 1| pooled over every case of the same stack, test and variable,
+    so that a figure whose few runs happened to agree still gets the tolerance its
+    neighbours show the machine needs.
     """
     groups = {}
     for report_path in report_paths:
@@ -137,26 +145,32 @@ def derive(report_paths, k=3.0):
                 value, unit = entry[0], entry[4]
                 if value is None:
                     continue
-                gkey = (system, partition, tc.get('stack_name') or tc['environ'], tc['name'].split()[0],
-                        tc['reference_case'], var)
+                gkey = (system, partition, tc.get('stack_name') or tc['environ'],
+                        tc['name'].split()[0], tc['reference_case'], var)
                 g = groups.setdefault(gkey, {'values': [], 'spreads': [], 'unit': unit,
-                                             'runs': []})
+                                             'runs': [], 'file': tc.get('reference_file')})
                 g['values'].append(float(value))
                 spread = (tc.get('perf_spread') or {}).get(var)
                 if spread is not None:
                     g['spreads'].append(float(spread))
                 if session not in g['runs']:
                     g['runs'].append(session)
+    pooled = {}
+    for gkey, g in groups.items():
+        median = statistics.median(g['values'])
+        pool = pooled.setdefault((gkey[2], gkey[3], gkey[5]), [])
+        pool += [abs(v / median - 1) for v in g['values'] if median]
     rows = []
     for gkey, g in sorted(groups.items()):
         vals = g['values']
         median = statistics.median(vals)
         between = (max(vals) - min(vals)) / median if median else 0.0
         within = statistics.median(g['spreads']) if g['spreads'] else 0.0
-        tol = k * max(between, within)
+        noise = _quantile(pooled[(gkey[2], gkey[3], gkey[5])], 0.9)
+        tol = k * max(between, within, noise)
         rows.append(dict(zip(FIELDS[:6], gkey), value=f'{median:.6g}',
                          lower=f'{-min(tol, 0.99):.3f}', upper=f'{tol:.3f}', unit=g['unit'],
-                         runs=' '.join(g['runs'])))
+                         runs=' '.join(g['runs']), file=g['file']))
     return rows
 
 
@@ -171,7 +185,7 @@ def write(path, rows, keep=None):
         merged[tuple(row[f] for f in FIELDS[:6])] = row
     with open(path, 'w', newline='') as fh:
         fh.write(HEADER_COMMENT)
-        writer = csv.DictWriter(fh, FIELDS, lineterminator='\n')
+        writer = csv.DictWriter(fh, FIELDS, lineterminator='\n', extrasaction='ignore')
         writer.writeheader()
         for key in sorted(merged):
             writer.writerow(merged[key])
@@ -180,28 +194,40 @@ def write(path, rows, keep=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog='python3 -m testbed.references',
-        description='Regenerate a reference file from ReFrame run reports. '
-                    'value = median over the reports; tolerance = K x max(spread between '
-                    'runs, median within-run (p95-median)/median).')
+        description='Regenerate reference files from ReFrame run reports. value = median over '
+                    'the reports; tolerance = K x max(spread between runs, within-run '
+                    '(p95-median)/median, 90th percentile of the run-to-run deviations of the '
+                    'same stack, test and variable).')
     sub = ap.add_subparsers(dest='cmd', required=True)
     up = sub.add_parser('update', help='write references from run reports')
-    up.add_argument('file', help='reference CSV to write (rows not measured are kept)')
     up.add_argument('reports', nargs='+', help='ReFrame JSON run reports')
+    up.add_argument('--dir', default=str(Path(__file__).resolve().parents[1] / 'references'),
+                    help='folder of the reference files (each test names its file)')
     up.add_argument('--k', type=float, default=3.0, help='tolerance multiplier (default 3)')
-    up.add_argument('--replace', action='store_true', help='drop rows not in the reports')
-    chk = sub.add_parser('check', help='validate a reference file')
-    chk.add_argument('file')
+    up.add_argument('--replace', action='store_true',
+                    help='drop rows the reports do not measure (default: keep them)')
+    chk = sub.add_parser('check', help='validate reference files')
+    chk.add_argument('files', nargs='+')
     args = ap.parse_args(argv)
     try:
         if args.cmd == 'check':
-            print(f'{args.file}: {len(load(args.file))} references, all valid')
+            for f in args.files:
+                print(f'{f}: {len(load(f))} references, all valid')
             return 0
         rows = derive(args.reports, args.k)
         if not rows:
             raise ReferenceError('no performance figures found in ' + ', '.join(args.reports))
-        keep = None if args.replace or not Path(args.file).exists() else load(args.file)
-        write(args.file, rows, keep)
-        print(f'{args.file}: wrote {len(rows)} references from {len(args.reports)} report(s)')
+        by_file = {}
+        for row in rows:
+            if not row.get('file'):
+                raise ReferenceError(f'test {row["test"]} names no reference_file')
+            by_file.setdefault(row['file'], []).append(row)
+        for name, file_rows in sorted(by_file.items()):
+            path = Path(args.dir) / name
+            keep = None if args.replace or not path.exists() else load(path)
+            write(path, file_rows, keep)
+            print(f'{path}: wrote {len(file_rows)} references from {len(args.reports)} '
+                  f'report(s)')
         return 0
     except ReferenceError as err:
         print(f'error: {err}', file=sys.stderr)

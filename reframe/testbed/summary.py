@@ -90,10 +90,51 @@ def tables(rows, stacks):
     return out
 
 
+def app_tables(report, stacks):
+    """Every other test: one table per test, rows (case, variable), columns stacks."""
+    by_test = {}
+    for tc in cases(report):
+        test = tc['name'].split()[0]
+        if tc.get('fixture') or test == 'P2PMatrix':
+            continue
+        stack = tc.get('stack_name') or tc['environ']
+        if stack not in stacks:
+            stacks.append(stack)
+        t = by_test.setdefault(test, {})
+        case = tc.get('reference_case') or '-'
+        if tc['result'] != 'pass' and not tc.get('perfvalues'):
+            t.setdefault((case, ''), {})[stack] = 'FAILED'
+        if tc['result'] == 'pass' and not tc.get('perfvalues'):
+            t.setdefault((case, 'sanity'), {})[stack] = 'passed'
+        for key, pv in (tc.get('perfvalues') or {}).items():
+            value, unit = pv[0], pv[4]
+            text = '-' if value is None else f'{value:.4g}'
+            if tc['result'] != 'pass':
+                text += ' (FAIL)'
+            t.setdefault((case, f'{key.split(":")[-1]} ({unit})'), {})[stack] = text
+    out = []
+    for test, rows in by_test.items():
+        cols = [s for s in stacks if any(s in r for r in rows.values())]
+        out += [f'### {test}\n', '| case | figure | ' + ' | '.join(cols) + ' |',
+                '|---|---|' + '---:|' * len(cols)]
+        for (case, var), cells in rows.items():
+            out.append(f'| {case} | {var} | ' + ' | '.join(cells.get(c, '-') for c in cols)
+                       + ' |')
+        out.append('')
+    return out
+
+
 def render(report):
     rows, builds, stacks, versions = collect(report)
+    for tc in cases(report):
+        version = tc.get('library_version')
+        stack = tc.get('stack_name') or tc['environ']
+        if version not in (None, 'unknown', '<undefined>') and not tc.get('fixture'):
+            versions.setdefault(stack, version)
+            if stack not in stacks:
+                stacks.append(stack)
     info = report.get('session_info', {})
-    lines = ['## Point-to-point summary', '',
+    lines = ['## Summary', '',
              f"ReFrame session {info.get('uuid', '?')}, {info.get('time_start', '?')}; "
              f"run wall time {info.get('time_elapsed', 0):.0f} s; "
              f"builds {sum((b.get('time_compile') or 0) for b in builds):.0f} s in "
@@ -104,6 +145,7 @@ def render(report):
     lines += [f'| {s} | {versions.get(s, "not reported (no passing run)")} |' for s in stacks]
     lines.append('')
     lines += tables(rows, stacks)
+    lines += app_tables(report, stacks)
     failed = [tc for tc in cases(report) if tc['result'] == 'fail']
     if failed:
         lines.append(f'### Failed ({len(failed)})\n')

@@ -115,3 +115,66 @@ def test_every_test_file_loads(workdir):
     assert 'skipping test file' not in out, out[-2000:]
     for check in ('P2PMatrix', 'HplRun', 'Su3Run', 'Su3RankInvariance', 'StartupTime'):
         assert f'- {check}' in out
+
+
+# --- the applications: the checks bite, bad input stops before any rank starts -------------
+
+def stage_file(workdir, environ, test, name):
+    (path,) = (workdir / 'stage').glob(f'*/*/{environ}/{test}_*/{name}')
+    return path.read_text()
+
+
+def test_corrupted_link_fails_the_unitarity_check(workdir):
+    proc, cases = reframe(workdir, '-r', '-n', 'Su3Run.*%ranks=2.*%comm=isend', '-p', 'mpich-4_0',
+                          '-S', 'Su3Run.corrupt_link=true', '-S', 'Su3Run.trajectories=3')
+    tc = cases[('Su3Run', 'mpich-4_0')]
+    assert tc['result'] == 'fail' and tc['fail_phase'] == 'sanity'
+    assert 'unitarity check failed at trajectory 1' in \
+        stage_file(workdir, 'mpich-4_0', 'Su3Run', 'rfm_job.err')
+
+
+def test_hpl_run_whose_residual_check_fails_is_failed(workdir):
+    proc, cases = reframe(workdir, '-r', '-n', 'HplRun.*%grid=1x1', '-p', 'mpich-4_0',
+                          '-S', 'HplRun.n_list=1800', '-S', 'HplRun.threshold=1e-30')
+    tc = cases[('HplRun', 'mpich-4_0')]
+    assert tc['result'] == 'fail' and tc['fail_phase'] == 'sanity'
+    assert 'FAILED' in stage_file(workdir, 'mpich-4_0', 'HplRun', 'rfm_job.out')
+
+
+def test_hpl_n_beyond_memory_stops_before_any_rank(workdir):
+    proc, cases = reframe(workdir, '-r', '-n', 'HplRun.*%grid=1x1', '-p', 'mpich-4_0',
+                          '-S', 'HplRun.n_list=1000050')
+    tc = cases[('HplRun', 'mpich-4_0')]
+    assert tc['result'] == 'fail'
+    assert 'HPL.dat: N=1000050 needs' in tc['fail_reason']
+    assert not list((workdir / 'stage').glob('*/*/mpich-4_0/HplRun_*/rfm_job.out'))
+
+
+def test_non_numeric_hpl_parameter_is_refused_naming_it(workdir):
+    proc, cases = reframe(workdir, '-r', '-n', 'HplRun.*%grid=1x1', '-p', 'mpich-4_0',
+                          '-S', 'HplRun.n_list=big')
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 or cases[('HplRun', 'mpich-4_0')]['result'] == 'fail'
+    assert 'n_list' in out and 'big' in out
+    assert not list((workdir / 'stage').glob('*/*/*/HplRun_*/rfm_job.out'))
+
+
+@pytest.mark.parametrize('ranks, args, message', [
+    (3, ['--preset', '1'], 'number of ranks 3 is not a power of two'),
+    (2, ['--lattice', '5x5x5x5'], 'nt'),
+])
+def test_su3_bad_decomposition_stops_with_the_parameter(workdir, ranks, args, message):
+    """Straight through the launcher: a rank count ReFrame's parameters never produce."""
+    build = workdir / 'su3'
+    shutil.copytree(REPO / 'apps', build / 'apps')
+    subprocess.run(['make', '-s', '-C', str(build / 'apps' / 'su3_rmd'), 'CC=mpicc.mpich'],
+                   check=True, capture_output=True)
+    subprocess.run(['chmod', '-R', 'a+rX', str(workdir)], check=True)
+    reg = registry.load()
+    from testbed.checks import drop_privileges
+    cmd = drop_privileges(reg) + reg.stacks['mpich-4.0'].launch_command(ranks) + \
+        [str(build / 'apps' / 'su3_rmd' / 'su3_rmd'), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=workdir)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert 'SU3-RUN' not in proc.stdout       # stopped before any work
