@@ -21,7 +21,9 @@ case "$profile" in
   full)  args=() ;;
   *) echo "error: ci/suite.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;
 esac
-reframe -c tests -r --exec-policy=serial "${args[@]}" --report-file "$report" "$@"
+# --keep-stage-files: with the serial policy ReFrame 4.10 can remove a fixture's stage
+# before a dependent test of the same name on another stack has run (seen with StartupTime).
+reframe -c tests -r --exec-policy=serial --keep-stage-files "${args[@]}" --report-file "$report" "$@"
 rc=$?
 python3 -m testbed.summary "$report" --out "$repo/reframe/summary" || rc=1
 python3 -m testbed.procs --check --cleanup || rc=1

@@ -23,7 +23,7 @@ def leftovers(names=DAEMONS):
     found = []
     for line in out.splitlines():
         pid, user, comm, args = (line.split(None, 3) + [''])[:4]
-        if comm in names and int(pid) != os.getpid():
+        if comm in names and int(pid) != os.getpid() and '<defunct>' not in args:
             found.append((int(pid), user, comm, args))
     return found
 
