@@ -23,7 +23,9 @@ case "$profile" in
 esac
 # --keep-stage-files: with the serial policy ReFrame 4.10 can remove a fixture's stage
 # before a dependent test of the same name on another stack has run (seen with StartupTime).
-reframe -c tests -r --exec-policy=serial --keep-stage-files "${args[@]}" --report-file "$report" "$@"
+# --max-retries 2: a test that fails (a reference missed in a burst of noise, say) is run
+# again, up to twice; it fails only if three runs in a row fail. The report keeps every run.
+reframe -c tests -r --exec-policy=serial --keep-stage-files --max-retries 2 "${args[@]}" --report-file "$report" "$@"
 rc=$?
 python3 -m testbed.summary "$report" --out "$repo/reframe/summary" || rc=1
 python3 -m testbed.procs --check --cleanup || rc=1

@@ -107,17 +107,26 @@ def for_test(path, system, partition, stack, test, case, variables):
 
 # --- regeneration from ReFrame run reports -----------------------------------------------
 
+def final_cases(report):
+    """Each test case of a ReFrame run report as its last run left it (a retry replaces the
+    try before it)."""
+    final = {}
+    for run in report.get('runs', []):
+        for tc in run.get('testcases', []):
+            final[(tc['name'], tc.get('system'), tc.get('partition'), tc['environ'])] = tc
+    return list(final.values())
+
+
 def _report_cases(report_path):
-    """Yield passed-or-failed test cases with perf values from a ReFrame JSON run report."""
+    """Yield the test cases with perf values from a ReFrame JSON run report."""
     try:
         report = json.loads(Path(report_path).read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise ReferenceError(f'{report_path}: cannot read run report: {err}') from None
     session = report.get('session_info', {}).get('uuid', Path(report_path).stem)
-    for run in report.get('runs', []):
-        for tc in run.get('testcases', []):
-            if tc.get('perfvalues') and tc.get('reference_case'):
-                yield session, tc
+    for tc in final_cases(report):
+        if tc.get('perfvalues') and tc.get('reference_case'):
+            yield session, tc
 
 
 def _quantile(values, q):
@@ -125,7 +134,7 @@ def _quantile(values, q):
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def derive(report_paths, k=3.0):
+def derive(report_paths, k=4.0):
     """Reference rows, each with the reference file its test names, from run reports.
 
     value = median of the runs' figures. The tolerance is k times the largest of
@@ -203,7 +212,7 @@ def main(argv=None):
     up.add_argument('reports', nargs='+', help='ReFrame JSON run reports')
     up.add_argument('--dir', default=str(Path(__file__).resolve().parents[1] / 'references'),
                     help='folder of the reference files (each test names its file)')
-    up.add_argument('--k', type=float, default=3.0, help='tolerance multiplier (default 3)')
+    up.add_argument('--k', type=float, default=4.0, help='tolerance multiplier (default 4)')
     up.add_argument('--replace', action='store_true',
                     help='drop rows the reports do not measure (default: keep them)')
     chk = sub.add_parser('check', help='validate reference files')

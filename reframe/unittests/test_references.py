@@ -69,7 +69,7 @@ def test_derive_takes_median_and_k_times_the_larger_spread(tmp_path):
 
 def test_pooled_noise_widens_a_figure_whose_runs_agreed(tmp_path):
     def report(name, uuid, a, b):
-        tcs = [{'name': 'P2PMatrix x', 'environ': 'e', 'stack_name': 's', 'reference_file': 'f',
+        tcs = [{'name': f'P2PMatrix %case={case}', 'environ': 'e', 'stack_name': 's', 'reference_file': 'f',
                 'reference_case': case, 'perf_spread': {'latency': 0.0},
                 'perfvalues': {'sys:part:latency': [v, 0, None, None, 'us', 'pass']}}
                for case, v in (('quiet', a), ('noisy', b))]
