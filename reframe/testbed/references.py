@@ -135,16 +135,23 @@ def _quantile(values, q):
 
 
 def derive(report_paths, k=4.0):
+    if len(report_paths) < 2:
+        raise ReferenceError('a tolerance is measured from the spread between runs: '
+                             f'give at least 2 run reports (got {len(report_paths)})')
+    return _derive(report_paths, k)
+
+
+def _derive(report_paths, k):
     """Reference rows, each with the reference file its test names, from run reports.
 
-    value = median of the runs' figures. The tolerance is k times the largest of
+    value = median of the runs' figures. The tolerance is k times the larger of
     (a) the spread between runs of this figure, (max - min) / median;
-    (b) the within-run spread of the samples behind it, the median over runs of the test's
-        own (p95 - median) / median, reported as perf_spread;
-    (c) the machine's run-to-run noise for this kind of figure: the 90th percentile of
-        |run / median - 1| pooled over every case of the same stack, test and variable,
+    (b) the machine's run-to-run noise for this kind of figure: the 90th percentile of
+        |run / median - 1| pooled over every figure of the same stack and test,
     so that a figure whose few runs happened to agree still gets the tolerance its
-    neighbours show the machine needs.
+    neighbours show the machine needs. (The within-run spread each test reports as
+    perf_spread is not used: with 10 samples its p95 is the largest sample, and one slow
+    sample of LAM made it 18 times the median.)
     """
     groups = {}
     for report_path in report_paths:
@@ -156,27 +163,23 @@ def derive(report_paths, k=4.0):
                     continue
                 gkey = (system, partition, tc.get('stack_name') or tc['environ'],
                         tc['name'].split()[0], tc['reference_case'], var)
-                g = groups.setdefault(gkey, {'values': [], 'spreads': [], 'unit': unit,
-                                             'runs': [], 'file': tc.get('reference_file')})
+                g = groups.setdefault(gkey, {'values': [], 'unit': unit, 'runs': [],
+                                             'file': tc.get('reference_file')})
                 g['values'].append(float(value))
-                spread = (tc.get('perf_spread') or {}).get(var)
-                if spread is not None:
-                    g['spreads'].append(float(spread))
                 if session not in g['runs']:
                     g['runs'].append(session)
     pooled = {}
     for gkey, g in groups.items():
         median = statistics.median(g['values'])
-        pool = pooled.setdefault((gkey[2], gkey[3], gkey[5]), [])
+        pool = pooled.setdefault((gkey[2], gkey[3]), [])
         pool += [abs(v / median - 1) for v in g['values'] if median]
     rows = []
     for gkey, g in sorted(groups.items()):
         vals = g['values']
         median = statistics.median(vals)
         between = (max(vals) - min(vals)) / median if median else 0.0
-        within = statistics.median(g['spreads']) if g['spreads'] else 0.0
-        noise = _quantile(pooled[(gkey[2], gkey[3], gkey[5])], 0.9)
-        tol = k * max(between, within, noise)
+        noise = _quantile(pooled[(gkey[2], gkey[3])], 0.9)
+        tol = k * max(between, noise)
         rows.append(dict(zip(FIELDS[:6], gkey), value=f'{median:.6g}',
                          lower=f'{-min(tol, 0.99):.3f}', upper=f'{tol:.3f}', unit=g['unit'],
                          runs=' '.join(g['runs']), file=g['file']))
@@ -204,9 +207,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         prog='python3 -m testbed.references',
         description='Regenerate reference files from ReFrame run reports. value = median over '
-                    'the reports; tolerance = K x max(spread between runs, within-run '
-                    '(p95-median)/median, 90th percentile of the run-to-run deviations of the '
-                    'same stack, test and variable).')
+                    'the reports; tolerance = K x max(spread between runs, 90th percentile of '
+                    'the run-to-run deviations of every figure of the same stack and test).')
     sub = ap.add_subparsers(dest='cmd', required=True)
     up = sub.add_parser('update', help='write references from run reports')
     up.add_argument('reports', nargs='+', help='ReFrame JSON run reports')

@@ -60,11 +60,14 @@ def test_derive_takes_median_and_k_times_the_larger_spread(tmp_path):
     (row,) = references.derive(reports, k=3)
     assert row['stack'] == 'mpich-4.0' and row['test'] == 'P2PMatrix'
     assert float(row['value']) == pytest.approx(1.1)
-    # between runs: (1.2 - 1.0) / 1.1 = 0.1818; within: 0.02; pooled p90 of
-    # |v / 1.1 - 1| over (1.0, 1.1, 1.2) = 0.0909 -> tolerance 3 * 0.1818
+    # between runs: (1.2 - 1.0) / 1.1 = 0.1818; pooled p90 of |v / 1.1 - 1| = 0.0909
     assert float(row['upper']) == pytest.approx(0.545, abs=1e-3)
     assert float(row['lower']) == pytest.approx(-0.545, abs=1e-3)
     assert row['runs'] == 's0 s1 s2' and row['file'] == 'p2p.csv'
+    out = tmp_path / 'refs.csv'
+    references.write(out, [row])
+    ((key, ref),) = references.load(out).items()
+    assert key[:3] == ('testbed-local', 'default', 'mpich-4.0') and ref.value == 1.1
 
 
 def test_pooled_noise_widens_a_figure_whose_runs_agreed(tmp_path):
@@ -80,7 +83,31 @@ def test_pooled_noise_widens_a_figure_whose_runs_agreed(tmp_path):
     reports = [report('a.json', 'a', 1.0, 1.0), report('b.json', 'b', 1.0, 2.0),
                report('c.json', 'c', 1.0, 1.0)]
     rows = {r['case']: r for r in references.derive(reports, k=3)}
-    # 'quiet' agreed exactly, but the same stack's 'noisy' case deviated by 100 %:
+    # 'quiet' agreed exactly, but the same stack and test's 'noisy' case deviated by 100 %:
+    # the pooled 90th percentile (1.0) gives both a tolerance of 3.0 (lower capped at -0.99).
+    assert float(rows['quiet']['upper']) == pytest.approx(3.0)
+    assert float(rows['quiet']['lower']) == pytest.approx(-0.99)
+
+
+def test_derive_refuses_a_single_run(tmp_path):
+    with pytest.raises(references.ReferenceError, match='at least 2 run reports'):
+        references.derive([fake_report(tmp_path, 'r.json', 'only', 2.0, 0.1)])
+
+
+def test_pooled_noise_widens_a_figure_whose_runs_agreed(tmp_path):
+    def report(name, uuid, a, b):
+        tcs = [{'name': f'P2PMatrix %case={case}', 'environ': 'e', 'stack_name': 's', 'reference_file': 'f',
+                'reference_case': case, 'perf_spread': {'latency': 0.0},
+                'perfvalues': {'sys:part:latency': [v, 0, None, None, 'us', 'pass']}}
+               for case, v in (('quiet', a), ('noisy', b))]
+        path = tmp_path / name
+        path.write_text(json.dumps({'session_info': {'uuid': uuid},
+                                    'runs': [{'testcases': tcs}]}))
+        return path
+    reports = [report('a.json', 'a', 1.0, 1.0), report('b.json', 'b', 1.0, 2.0),
+               report('c.json', 'c', 1.0, 1.0)]
+    rows = {r['case']: r for r in references.derive(reports, k=3)}
+    # 'quiet' agreed exactly, but the same stack and test's 'noisy' case deviated by 100 %:
     # the pooled 90th percentile (1.0) gives both a tolerance of 3.0 (lower capped at -0.99).
     assert float(rows['quiet']['upper']) == pytest.approx(3.0)
     assert float(rows['quiet']['lower']) == pytest.approx(-0.99)
