@@ -92,32 +92,3 @@ def test_pooled_noise_widens_a_figure_whose_runs_agreed(tmp_path):
 def test_derive_refuses_a_single_run(tmp_path):
     with pytest.raises(references.ReferenceError, match='at least 2 run reports'):
         references.derive([fake_report(tmp_path, 'r.json', 'only', 2.0, 0.1)])
-
-
-def test_pooled_noise_widens_a_figure_whose_runs_agreed(tmp_path):
-    def report(name, uuid, a, b):
-        tcs = [{'name': f'P2PMatrix %case={case}', 'environ': 'e', 'stack_name': 's', 'reference_file': 'f',
-                'reference_case': case, 'perf_spread': {'latency': 0.0},
-                'perfvalues': {'sys:part:latency': [v, 0, None, None, 'us', 'pass']}}
-               for case, v in (('quiet', a), ('noisy', b))]
-        path = tmp_path / name
-        path.write_text(json.dumps({'session_info': {'uuid': uuid},
-                                    'runs': [{'testcases': tcs}]}))
-        return path
-    reports = [report('a.json', 'a', 1.0, 1.0), report('b.json', 'b', 1.0, 2.0),
-               report('c.json', 'c', 1.0, 1.0)]
-    rows = {r['case']: r for r in references.derive(reports, k=3)}
-    # 'quiet' agreed exactly, but the same stack and test's 'noisy' case deviated by 100 %:
-    # the pooled 90th percentile (1.0) gives both a tolerance of 3.0 (lower capped at -0.99).
-    assert float(rows['quiet']['upper']) == pytest.approx(3.0)
-    assert float(rows['quiet']['lower']) == pytest.approx(-0.99)
-
-
-def test_derive_single_run_uses_within_run_spread_and_roundtrips(tmp_path):
-    rows = references.derive([fake_report(tmp_path, 'r.json', 'only', 2.0, 0.1)], k=3)
-    assert float(rows[0]['upper']) == pytest.approx(0.3)
-    out = tmp_path / 'refs.csv'
-    references.write(out, rows)
-    table = references.load(out)
-    ((key, ref),) = table.items()
-    assert key[:3] == ('testbed-local', 'default', 'mpich-4.0') and ref.value == 2.0
