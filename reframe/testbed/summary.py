@@ -145,7 +145,7 @@ def render(report):
     lines.append('')
     lines += tables(rows, stacks)
     lines += app_tables(report, stacks)
-    failed = [tc for tc in cases(report) if tc['result'] == 'fail']
+    failed = [tc for tc in cases(report) if tc['result'] in ('fail', 'fail_deps')]
     if failed:
         lines.append(f'### Failed ({len(failed)})\n')
         for tc in failed[:40]:
