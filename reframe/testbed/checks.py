@@ -145,8 +145,6 @@ class ReferenceLookup(rfm.RegressionMixin):
     reference_file = variable(str)
     #: the row of the reference file this test case reads ('case' column)
     reference_case = variable(str, value='')
-    #: within-run spread (p95 - median) / median behind each perf variable, for `references`
-    perf_spread = variable(typ.Dict[str, float], value={})
     #: when true (the README's test command) a missing reference fails the test
     require_references = variable(typ.Bool, value=False)
 

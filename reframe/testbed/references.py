@@ -149,9 +149,9 @@ def _derive(report_paths, k):
     (b) the machine's run-to-run noise for this kind of figure: the 90th percentile of
         |run / median - 1| pooled over every figure of the same stack and test,
     so that a figure whose few runs happened to agree still gets the tolerance its
-    neighbours show the machine needs. (The within-run spread each test reports as
-    perf_spread is not used: with 10 samples its p95 is the largest sample, and one slow
-    sample of LAM made it 18 times the median.)
+    neighbours show the machine needs. (A within-run spread, (p95 - median) / median, is not
+    used: with 10 samples its p95 is the largest sample, and one slow sample of LAM made it
+    18 times the median.)
     """
     groups = {}
     for report_path in report_paths:

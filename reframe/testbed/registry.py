@@ -101,11 +101,6 @@ class Stack:
         argv = [self._expand(a).replace('{ntasks}', str(ntasks)) for a in self.launcher]
         return argv + [self._expand(a) for a in self.launcher_options] + knob_opts
 
-    def run_environment(self, knobs=None):
-        env = self.environment
-        env.update(self.knob_settings(knobs)[0])
-        return env
-
 
 def _fail(path, where, message):
     raise RegistryError(f'{path}: {where}: {message}')

@@ -18,8 +18,19 @@ def cases(report):
     return final_cases(report)         # a retried test case counts as its retry left it
 
 
+def library_versions(report):
+    """{stack: the version its library reported at run time}, from any test that read it."""
+    versions = {}
+    for tc in cases(report):
+        version = tc.get('library_version')
+        if version not in (None, 'unknown', '<undefined>') and not tc.get('fixture'):
+            versions.setdefault(tc.get('stack_name') or tc['environ'], version)
+    return versions
+
+
 def collect(report):
-    rows, builds, stacks, versions = [], [], [], {}
+    rows, builds, stacks = [], [], []
+    versions = library_versions(report)
     for tc in cases(report):
         env = tc.get('stack_name') or tc['environ']
         if tc.get('fixture'):
@@ -29,8 +40,6 @@ def collect(report):
             continue
         if env not in stacks:
             stacks.append(env)
-        if tc.get('library_version') not in (None, 'unknown', '<undefined>'):
-            versions[env] = tc['library_version']
         pair, variant = tc['mode'].split('/') if '/' in str(tc.get('mode')) else (tc['mode'], '')
         for key, pv in (tc.get('perfvalues') or {}).items():
             var = key.split(':')[-1]
@@ -45,8 +54,6 @@ def collect(report):
                          'variable': '', 'value': None, 'unit': '', 'reference': None,
                          'lower': None, 'upper': None, 'result': tc['result'],
                          'fail_reason': tc.get('fail_reason')})
-    for r in rows:
-        r['library_version'] = versions.get(r['stack'], '')
     return rows, builds, stacks, versions
 
 
@@ -125,13 +132,7 @@ def app_tables(report, stacks):
 
 def render(report):
     rows, builds, stacks, versions = collect(report)
-    for tc in cases(report):
-        version = tc.get('library_version')
-        stack = tc.get('stack_name') or tc['environ']
-        if version not in (None, 'unknown', '<undefined>') and not tc.get('fixture'):
-            versions.setdefault(stack, version)
-            if stack not in stacks:
-                stacks.append(stack)
+    stacks += [s for s in versions if s not in stacks]
     info = report.get('session_info', {})
     lines = ['## Summary', '',
              f"ReFrame session {info.get('uuid', '?')}, {info.get('time_start', '?')}; "

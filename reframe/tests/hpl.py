@@ -19,7 +19,7 @@ from reframe.core.exceptions import BuildError, ReframeError
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed.checks import (APPS, ReferenceLookup, StackLaunch, install_failure,  # noqa: E402
                             stack_of)
-from testbed.perf import set_perf_variables  # noqa: E402
+from testbed.perf import lookup, set_perf_variables  # noqa: E402
 
 sys.path.insert(0, str(APPS / 'hpl'))
 import hpl_input  # noqa: E402
@@ -110,13 +110,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             return hpl_input.parse_hpl_output(fh.read())
 
     def _field(self, n, field):
-        @sn.deferrable
-        def value():
-            for rec in self._output():
-                if rec['N'] == n:
-                    return rec[field]
-            raise ValueError(f'no HPL result line for N={n}')
-        return value()
+        return lookup(self._output, 'N', n, field, 'HPL result line')
 
     @sanity_function
     def validate(self):
@@ -134,8 +128,3 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     def _complete(self):
         out = self._output()
         return out.ok and sorted(r['N'] for r in out) == sorted(self.ns)
-
-    @run_after('sanity')
-    def note_spread(self):
-        # One measurement per N: no within-run spread to report (references use run-to-run).
-        self.perf_spread = {}

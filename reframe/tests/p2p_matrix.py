@@ -16,6 +16,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, records,  # noqa: E402
                             stack_of)
+from testbed.perf import lookup  # noqa: E402
 from testbed.sizes import SCHEDULES  # noqa: E402
 
 PAIRS = [f'{s}-{r}' for s in ('Send', 'Isend', 'Ssend', 'Issend') for r in ('Recv', 'Irecv')]
@@ -26,15 +27,6 @@ MODES = [(p, 'complete') for p in PAIRS] + [(p, 'preposted') for p in PAIRS
 
 class P2PBuild(AppBuild):
     app = 'p2p'
-
-
-@sn.deferrable
-def size_field(stagedir, stdout, size, field):
-    """One statistic of one size from the P2P records."""
-    for rec in records(os.path.join(stagedir, stdout), 'P2P'):
-        if rec['size_bytes'] == size:
-            return float(rec[field])
-    raise ValueError(f'no P2P record for size {size} bytes in {stdout}')
 
 
 @rfm.simple_test
@@ -99,17 +91,15 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             for r in rows:
                 fh.write(','.join(str(r[c]) for c in cols) + '\n')
         self.keep_files = ['p2p_sizes.csv']
-        first, last = rows[0], rows[-1]
-        self.perf_spread = {
-            'latency': (first['p95_us'] - first['median_us']) / first['median_us'],
-            'bandwidth': (last['p95_us'] - last['median_us']) / last['median_us'],
-        }
+
+    def _size(self, size, field):
+        return lookup(lambda: records(os.path.join(self.stagedir, self.stdout.evaluate()),
+                                      'P2P'), 'size_bytes', size, field, 'P2P record')
 
     @performance_function('us')
     def latency(self):
-        return size_field(self.stagedir, self.stdout, SCHEDULES[self.size_range][0], 'median_us')
+        return self._size(SCHEDULES[self.size_range][0], 'median_us')
 
     @performance_function('MB/s')
     def bandwidth(self):
-        return size_field(self.stagedir, self.stdout, SCHEDULES[self.size_range][-1],
-                          'bandwidth_MBps')
+        return self._size(SCHEDULES[self.size_range][-1], 'bandwidth_MBps')

@@ -18,7 +18,7 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed.checks import APPS, AppBuild, ReferenceLookup, drop_privileges, stack_of  # noqa
-from testbed.perf import set_perf_variables  # noqa: E402
+from testbed.perf import lookup, set_perf_variables  # noqa: E402
 
 
 class StartupBuild(AppBuild):
@@ -73,13 +73,7 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
             return json.load(fh)
 
     def _summary(self, np, field):
-        @sn.deferrable
-        def value():
-            for row in self._data()['summary']:
-                if row['np'] == np:
-                    return row[field]
-            raise ValueError(f'no start-up summary for np={np}')
-        return value()
+        return lookup(lambda: self._data()['summary'], 'np', np, field, 'start-up summary')
 
     @sanity_function
     def validate(self):
@@ -101,10 +95,3 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
     @run_after('sanity')
     def note_version(self):
         self.library_version = self._data()['launches'][0]['library_version']
-        spread = {}
-        for np in self.np_list:
-            warm = sorted(r['exit_s'] for r in self._data()['launches']
-                          if r['np'] == np and r['launch'] == 'warm')
-            med = warm[len(warm) // 2]
-            spread[f'exit_np{np}'] = spread[f'init_np{np}'] = (warm[-1] - med) / med
-        self.perf_spread = spread

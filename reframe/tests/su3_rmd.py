@@ -93,14 +93,9 @@ class Su3Run(Su3Base):
         return True
 
     @run_after('sanity')
-    def keep_summary(self):
+    def note_version(self):
         run = records(os.path.join(self.stagedir, self.stdout.evaluate()), 'SU3-RUN')[0]
         self.library_version = run.get('library_version', 'unknown')
-        secs = sorted(t['seconds'] for t in self.trajs()[1:])
-        median = secs[len(secs) // 2]
-        p95 = secs[min(len(secs) - 1, -(-95 * len(secs) // 100) - 1)]
-        spread = (p95 - median) / median if median else 0.0
-        self.perf_spread = {'s_per_traj': spread, 'gflops': spread}
 
     def _end(self, field):
         return sn.extractsingle(r'^SU3-END (\{.*\})$', self.stdout, 1,

@@ -41,12 +41,11 @@ def test_malformed_file_names_file_line_and_field(tmp_path, text, where):
     assert str(err.value).startswith(f'{path}: ') and where in str(err.value)
 
 
-def fake_report(tmp_path, name, uuid, latency, spread):
+def fake_report(tmp_path, name, uuid, latency):
     report = {'session_info': {'uuid': uuid}, 'runs': [{'testcases': [{
         'name': 'P2PMatrix %mode=Send-Recv/complete %size_range=small', 'environ': 'mpich-4_0',
         'stack_name': 'mpich-4.0', 'reference_case': 'Send-Recv/complete/small',
         'reference_file': 'p2p.csv',
-        'perf_spread': {'latency': spread},
         'perfvalues': {'testbed-local:default:latency': [latency, 0, None, None, 'us', 'pass']},
     }]}]}
     path = tmp_path / name
@@ -55,7 +54,7 @@ def fake_report(tmp_path, name, uuid, latency, spread):
 
 
 def test_derive_takes_median_and_k_times_the_larger_spread(tmp_path):
-    reports = [fake_report(tmp_path, f'r{i}.json', f's{i}', lat, 0.02)
+    reports = [fake_report(tmp_path, f'r{i}.json', f's{i}', lat)
                for i, lat in enumerate([1.0, 1.1, 1.2])]
     (row,) = references.derive(reports, k=3)
     assert row['stack'] == 'mpich-4.0' and row['test'] == 'P2PMatrix'
@@ -73,7 +72,7 @@ def test_derive_takes_median_and_k_times_the_larger_spread(tmp_path):
 def test_pooled_noise_widens_a_figure_whose_runs_agreed(tmp_path):
     def report(name, uuid, a, b):
         tcs = [{'name': f'P2PMatrix %case={case}', 'environ': 'e', 'stack_name': 's', 'reference_file': 'f',
-                'reference_case': case, 'perf_spread': {'latency': 0.0},
+                'reference_case': case,
                 'perfvalues': {'sys:part:latency': [v, 0, None, None, 'us', 'pass']}}
                for case, v in (('quiet', a), ('noisy', b))]
         path = tmp_path / name
@@ -91,4 +90,4 @@ def test_pooled_noise_widens_a_figure_whose_runs_agreed(tmp_path):
 
 def test_derive_refuses_a_single_run(tmp_path):
     with pytest.raises(references.ReferenceError, match='at least 2 run reports'):
-        references.derive([fake_report(tmp_path, 'r.json', 'only', 2.0, 0.1)])
+        references.derive([fake_report(tmp_path, 'r.json', 'only', 2.0)])
