@@ -28,14 +28,17 @@ def leftovers(names=DAEMONS):
     return found
 
 
-def cleanup():
+def cleanup(grace_s=2.0):
+    """SIGTERM every leftover, wait (polling, at most grace_s) for them to go, then SIGKILL."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid, *_ in leftovers():
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        time.sleep(0.5)
+        deadline = time.monotonic() + grace_s
+        while leftovers() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def main(argv=None):
