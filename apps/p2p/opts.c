@@ -13,14 +13,21 @@ void p2p_usage(void)
     printf(
 "Usage: p2p [options]   (run on exactly 2 ranks)\n"
 "Half round-trip latency (us) and bandwidth (MB/s = 10^6 bytes/s) between\n"
-"ranks 0 and 1 for {Send,Isend,Ssend,Issend} x {Recv,Irecv}.\n"
+"ranks 0 and 1 for {Send,Isend,Ssend,Issend} x {Recv,Irecv}, with the raw\n"
+"layers (shared-memory copy ping-pong, memcpy) measured in the same run.\n"
 "  --sizes LIST      comma-separated schedule names and/or byte counts\n"
 "                    (1..268435456); names: small (300..4800 step 300),\n"
 "                    medium (5000..100000 step 5000), large (200000..2000000\n"
 "                    step 100000), thesis (all three), netpipe (2^k and\n"
 "                    1.5*2^k, each +-3 bytes, 1 byte..4 MiB), quick (8, 1024,\n"
 "                    65536, 1048576). Default: quick\n"
-"  --samples N       timed samples per size, N >= 1 (default 50)\n"
+"  --samples N       timed samples per size, N >= 1 (default 30)\n"
+"  --min-time-ms T   a sample lasts at least T ms (default 1; 0.01..10000)\n"
+"  --cache MODE      warm (default: one buffer reused, as NetPIPE and IMB)\n"
+"                    or cold (a ring of buffers twice the last-level cache)\n"
+"  --transport T     mpi (default), shm or memcpy: what is measured\n"
+"  --baselines LIST  raw layers interleaved with the MPI transport: shm,\n"
+"                    memcpy, both (default shm,memcpy) or none\n"
 "  --pair NAME|all   e.g. Ssend-Irecv (default all)\n"
 "  --variant V       complete (default), preposted (Irecv pairs only), or\n"
 "                    all (complete for every pair, preposted for Irecv pairs)\n"
@@ -30,7 +37,8 @@ void p2p_usage(void)
 "  --corrupt-at SIZE test only: rank 1 flips one byte of its reply at SIZE,\n"
 "                    so the payload check must fail (exit via MPI_Abort 3)\n"
 "  --help            this text\n"
-"Records on stdout: P2P-RUN, P2P (one per pair, variant, size), P2P-END.\n");
+"Records on stdout: P2P-RUN, P2P (one per transport, pair, variant, size),\n"
+"P2P-UNAVAILABLE (a baseline that cannot run here), P2P-END.\n");
 }
 
 /* Growable list of sizes. */
@@ -174,7 +182,11 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
 {
     const char *sizes = "quick";
     o->help = 0;
-    o->samples = 50;
+    o->samples = 30;
+    o->min_time_s = 1e-3;
+    o->cache_cold = 0;
+    o->transport = T_MPI;
+    o->baselines = BASE_SHM | BASE_MEMCPY;
     o->pair = -1;
     o->variant = VAR_COMPLETE;
     o->stack = "unknown";
@@ -205,7 +217,9 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
         name[len] = '\0';
         if (strcmp(name, "--sizes") && strcmp(name, "--samples") &&
             strcmp(name, "--pair") && strcmp(name, "--variant") &&
-            strcmp(name, "--stack") && strcmp(name, "--corrupt-at")) {
+            strcmp(name, "--stack") && strcmp(name, "--corrupt-at") &&
+            strcmp(name, "--min-time-ms") && strcmp(name, "--cache") &&
+            strcmp(name, "--transport") && strcmp(name, "--baselines")) {
             snprintf(err, errlen, "p2p: unknown option '%s' (see --help)", a);
             return 2;
         }
@@ -249,6 +263,44 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
             else {
                 snprintf(err, errlen, "p2p: --variant: '%s' is not one of"
                          " complete, preposted, all", val);
+                return 2;
+            }
+        } else if (!strcmp(name, "--min-time-ms")) {
+            char *end;
+            errno = 0;
+            double ms = strtod(val, &end);
+            if (end == val || *end || errno || !(ms >= 0.01 && ms <= 10000)) {
+                snprintf(err, errlen, "p2p: --min-time-ms: '%s' is not a number"
+                         " of milliseconds from 0.01 to 10000", val);
+                return 2;
+            }
+            o->min_time_s = ms * 1e-3;
+        } else if (!strcmp(name, "--cache")) {
+            if (!strcmp(val, "warm"))      o->cache_cold = 0;
+            else if (!strcmp(val, "cold")) o->cache_cold = 1;
+            else {
+                snprintf(err, errlen, "p2p: --cache: '%s' is not warm or cold", val);
+                return 2;
+            }
+        } else if (!strcmp(name, "--transport")) {
+            if (!strcmp(val, "mpi"))         o->transport = T_MPI;
+            else if (!strcmp(val, "shm"))    o->transport = T_SHM;
+            else if (!strcmp(val, "memcpy")) o->transport = T_MEMCPY;
+            else {
+                snprintf(err, errlen, "p2p: --transport: '%s' is not mpi, shm"
+                         " or memcpy", val);
+                return 2;
+            }
+        } else if (!strcmp(name, "--baselines")) {
+            if (!strcmp(val, "none"))                o->baselines = 0;
+            else if (!strcmp(val, "shm"))            o->baselines = BASE_SHM;
+            else if (!strcmp(val, "memcpy"))         o->baselines = BASE_MEMCPY;
+            else if (!strcmp(val, "shm,memcpy") || !strcmp(val, "memcpy,shm") ||
+                     !strcmp(val, "both"))
+                o->baselines = BASE_SHM | BASE_MEMCPY;
+            else {
+                snprintf(err, errlen, "p2p: --baselines: '%s' is not shm, memcpy,"
+                         " shm,memcpy, both or none", val);
                 return 2;
             }
         } else if (!strcmp(name, "--stack")) {

@@ -1,5 +1,5 @@
-/* p2p: shared declarations between the option parser (opts.c) and the
- * benchmark (p2p.c). */
+/* p2p: options shared by the option parser (opts.c) and the driver
+ * (driver.c), and the pair table of the MPI transport (tr_mpi.c). */
 #ifndef P2P_H
 #define P2P_H
 
@@ -9,10 +9,17 @@
 #define P2P_MAX_SIZE 268435456L /* 256 MiB: largest message accepted */
 
 enum variant { VAR_COMPLETE = 1, VAR_PREPOSTED = 2, VAR_ALL = 3 };
+enum transport_kind { T_MPI = 0, T_SHM = 1, T_MEMCPY = 2 };
+/* Baselines measured in the same run, interleaved with the transport. */
+enum baseline { BASE_SHM = 1, BASE_MEMCPY = 2 };
 
 struct options {
     int help;
     int samples;          /* timed samples per size (passes) */
+    double min_time_s;    /* a sample lasts at least this long */
+    int cache_cold;       /* 0: one buffer reused; 1: a ring larger than the LLC */
+    int transport;        /* enum transport_kind: what is measured */
+    int baselines;        /* bit set of enum baseline */
     int pair;             /* index into the pair table, or -1 for all */
     int variant;          /* bit set of enum variant */
     const char *stack;    /* label copied into every record */
@@ -24,7 +31,7 @@ struct options {
 };
 
 /* Pair names in table order: send mode (Send, Isend, Ssend, Issend) major,
- * receive mode (Recv, Irecv) minor. Defined in p2p.c. */
+ * receive mode (Recv, Irecv) minor. Defined in tr_mpi.c. */
 extern const char *const p2p_pair_names[P2P_NPAIRS];
 int p2p_pair_has_irecv(int pair);
 

@@ -1,13 +1,22 @@
 """Performance references as data: read them for the tests, regenerate them from measured runs.
 
-A reference file is CSV with one row per (system, partition, stack, test, case, variable):
+A reference file is CSV with one row per (system, partition, machine, stack, test, case, variable):
 
-    system,partition,stack,test,case,variable,value,lower,upper,unit,runs
+    system,partition,machine,stack,test,case,variable,value,lower,upper,unit,runs
 
-`lower` and `upper` are ReFrame's relative bounds (-0.2 means 20 % below `value`). `runs` names
-the ReFrame session(s) whose figures produced the row. Rows are written only by
-`python3 -m testbed.references update`, whose rule for the tolerance is in its --help and in
-docs/measurement.md; a commit that changes a reference file says which run produced it.
+Two kinds of row (testbed/machine.py):
+- unit 'ratio': a figure over a baseline measured in the same job (p2p time over the
+  shared-memory floor, HPL over single-core DGEMM, su3 over its single-rank run). Keyed by the
+  machine *type*, they travel to any machine of the type; these are the rows the repository ships.
+- any other unit: an absolute figure, keyed by one machine's id, made on that machine by
+  `make references` from N runs there.
+
+`lower` and `upper` are ReFrame's relative bounds, from a tolerance w in log space: the figure
+passes within a factor exp(w) either way (lower = exp(-w) - 1, upper = exp(w) - 1). A row whose
+bounds would accept a 2x change in either direction catches nothing worth catching and is
+refused when loaded. `runs` names the ReFrame sessions whose figures produced the row. Rows are
+written only by `python3 -m testbed.references update`; a commit that changes a reference file
+says which runs produced it.
 """
 import argparse
 import csv
@@ -18,11 +27,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-FIELDS = ['system', 'partition', 'stack', 'test', 'case', 'variable',
+FIELDS = ['system', 'partition', 'machine', 'stack', 'test', 'case', 'variable',
           'value', 'lower', 'upper', 'unit', 'runs']
-HEADER_COMMENT = ('# Performance references, one row per system/partition/stack/test/case/'
-                  'variable.\n# Written by `python3 -m testbed.references update` from the '
+KEY = FIELDS[:7]
+HEADER_COMMENT = ('# Performance references, one row per system/partition/machine/stack/test/'
+                  'case/variable.\n# Written by `python3 -m testbed.references update` from the '
                   'ReFrame runs in column runs; never edited by hand.\n')
+RATIO_UNIT = 'ratio'
+#: a row accepting a factor of 2 either way is refused: it would catch nothing worth catching
+MAX_FACTOR = 2.0
+#: the narrowest tolerance written (log space, about 3 %): below it timer and rounding noise
+W_MIN = 0.03
 
 
 class ReferenceError(ValueError):
@@ -53,7 +68,8 @@ def _number(path, lineno, name, text):
 
 
 def load(path):
-    """Read a reference file into {(system, partition, stack, test, case, variable): Reference}."""
+    """Read a reference file into {(system, partition, machine, stack, test, case, variable):
+    Reference}. Every error names the file, the line and the field."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -75,7 +91,7 @@ def load(path):
             raise ReferenceError(f'{path}: line {lineno}: {len(row)} fields, '
                                  f'expected {len(FIELDS)} ({",".join(FIELDS)})')
         rec = dict(zip(FIELDS, row))
-        for name in FIELDS[:6] + ['unit']:
+        for name in KEY + ['unit']:
             if not rec[name].strip():
                 raise ReferenceError(f'{path}: line {lineno}: field {name} is empty')
         value = _number(path, lineno, 'value', rec['value'])
@@ -83,26 +99,41 @@ def load(path):
         upper = _number(path, lineno, 'upper', rec['upper'])
         if value <= 0:
             raise ReferenceError(f'{path}: line {lineno}: field value: {value} is not positive')
-        if not -1 <= lower <= 0:
-            raise ReferenceError(f'{path}: line {lineno}: field lower: {lower} is not in [-1, 0]')
+        if not -1 < lower <= 0:
+            raise ReferenceError(f'{path}: line {lineno}: field lower: {lower} is not in (-1, 0]')
         if upper < 0:
             raise ReferenceError(f'{path}: line {lineno}: field upper: {upper} is negative')
-        key = tuple(rec[f] for f in FIELDS[:6])
+        if 1 + upper >= MAX_FACTOR:
+            raise ReferenceError(f'{path}: line {lineno}: field upper: {upper} accepts a '
+                                 f'{MAX_FACTOR:g}x rise: a reference that wide catches nothing')
+        if 1 + lower <= 1 / MAX_FACTOR:
+            raise ReferenceError(f'{path}: line {lineno}: field lower: {lower} accepts a '
+                                 f'{MAX_FACTOR:g}x drop: a reference that wide catches nothing')
+        key = tuple(rec[f] for f in KEY)
         if key in table:
             raise ReferenceError(f'{path}: line {lineno}: duplicate row for {"/".join(key)}')
         table[key] = Reference(value, lower, upper, rec['unit'], rec['runs'])
     return table
 
 
-def for_test(path, system, partition, stack, test, case, variables):
-    """ReFrame's `reference` dict for one test case; missing variables are left out."""
+def for_test(path, system, partition, machine, stack, test, case, variables, portable):
+    """ReFrame's `reference` dict for one test case, and the variables left without one.
+
+    `machine` is the record of testbed.machine; a variable in `portable` (a ratio to a
+    same-job baseline) is looked up under the machine type, any other under the machine id.
+    Returns (reference, missing_portable, missing_absolute)."""
     table = load(path)
-    found = {}
+    found, missing_portable, missing_absolute = {}, [], []
     for var in variables:
-        ref = table.get((system, partition, stack, test, case, var))
+        key = machine['machine_type'] if var in portable else machine['machine_id']
+        ref = table.get((system, partition, key, stack, test, case, var))
         if ref is not None:
             found[var] = ref.as_reframe()
-    return {f'{system}:{partition}': found}, [v for v in variables if v not in found]
+        elif var in portable:
+            missing_portable.append(var)
+        else:
+            missing_absolute.append(var)
+    return {f'{system}:{partition}': found}, missing_portable, missing_absolute
 
 
 # --- regeneration from ReFrame run reports -----------------------------------------------
@@ -118,83 +149,80 @@ def final_cases(report):
 
 
 def _report_cases(report_path):
-    """Yield the test cases with perf values from a ReFrame JSON run report."""
+    """Yield (session, test case) for the cases with perf values of a ReFrame JSON report."""
     try:
         report = json.loads(Path(report_path).read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise ReferenceError(f'{report_path}: cannot read run report: {err}') from None
     session = report.get('session_info', {}).get('uuid', Path(report_path).stem)
     for tc in final_cases(report):
-        if tc.get('perfvalues') and tc.get('reference_case'):
+        if tc.get('perfvalues') and tc.get('reference_case') and tc['result'] == 'pass' \
+                and tc.get('assert_performance', True) and not tc.get('injected_slowdown'):
             yield session, tc
 
 
-def _quantile(values, q):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def tolerance(values, k=3.0):
+    """Half-width in log space of the band around the median of `values`: the larger of
+    k standard deviations of ln(value), 1.5 times the largest measured distance from the
+    median, and W_MIN."""
+    logs = [math.log(v) for v in values]
+    mid = statistics.median(logs)
+    sd = statistics.stdev(logs) if len(logs) > 1 else 0.0
+    return max(k * sd, 1.5 * max(abs(x - mid) for x in logs), W_MIN)
 
 
-def derive(report_paths, k=4.0):
-    if len(report_paths) < 2:
-        raise ReferenceError('a tolerance is measured from the spread between runs: '
-                             f'give at least 2 run reports (got {len(report_paths)})')
-    return _derive(report_paths, k)
+def derive(report_paths, k=3.0, min_runs=3):
+    """Reference rows from run reports, each with the reference file its test names, and the
+    figures left out (too few runs, or a spread so wide that the row would accept 2x).
 
-
-def _derive(report_paths, k):
-    """Reference rows, each with the reference file its test names, from run reports.
-
-    value = median of the runs' figures. The tolerance is k times the larger of
-    (a) the spread between runs of this figure, (max - min) / median;
-    (b) the machine's run-to-run noise for this kind of figure: the 90th percentile of
-        |run / median - 1| pooled over every figure of the same stack and test,
-    so that a figure whose few runs happened to agree still gets the tolerance its
-    neighbours show the machine needs. (A within-run spread, (p95 - median) / median, is not
-    used: with 10 samples its p95 is the largest sample, and one slow sample of LAM made it
-    18 times the median.)
-    """
+    value = median of the runs' figures; tolerance = `tolerance()` of this variable's own
+    figures (never pooled with other variables)."""
+    if len(report_paths) < min_runs:
+        raise ReferenceError(f'a tolerance is measured from the spread between runs: give at '
+                             f'least {min_runs} run reports (got {len(report_paths)})')
     groups = {}
     for report_path in report_paths:
         for session, tc in _report_cases(report_path):
-            for key, entry in tc['perfvalues'].items():
-                system, partition, var = key.split(':')
+            for pkey, entry in tc['perfvalues'].items():
+                system, partition, var = pkey.split(':')
                 value, unit = entry[0], entry[4]
-                if value is None:
+                if value is None or value <= 0:
                     continue
-                gkey = (system, partition, tc.get('stack_name') or tc['environ'],
+                machine = tc.get('machine_type') if unit == RATIO_UNIT else tc.get('machine_id')
+                if not machine:
+                    continue
+                gkey = (system, partition, machine, tc.get('stack_name') or tc['environ'],
                         tc['name'].split()[0], tc['reference_case'], var)
                 g = groups.setdefault(gkey, {'values': [], 'unit': unit, 'runs': [],
                                              'file': tc.get('reference_file')})
                 g['values'].append(float(value))
                 if session not in g['runs']:
                     g['runs'].append(session)
-    pooled = {}
-    for gkey, g in groups.items():
-        median = statistics.median(g['values'])
-        pool = pooled.setdefault((gkey[2], gkey[3]), [])
-        pool += [abs(v / median - 1) for v in g['values'] if median]
-    rows = []
+    rows, left_out = [], []
     for gkey, g in sorted(groups.items()):
         vals = g['values']
-        median = statistics.median(vals)
-        between = (max(vals) - min(vals)) / median if median else 0.0
-        noise = _quantile(pooled[(gkey[2], gkey[3])], 0.9)
-        tol = k * max(between, noise)
-        rows.append(dict(zip(FIELDS[:6], gkey), value=f'{median:.6g}',
-                         lower=f'{-min(tol, 0.99):.3f}', upper=f'{tol:.3f}', unit=g['unit'],
-                         runs=' '.join(g['runs']), file=g['file']))
-    return rows
+        if len(vals) < min_runs:
+            left_out.append((gkey, f'measured in {len(vals)} run(s), fewer than {min_runs}'))
+            continue
+        w = tolerance(vals, k)
+        if math.exp(w) >= MAX_FACTOR:
+            left_out.append((gkey, f'spread too wide to assert: a band of x{math.exp(w):.2f} '
+                                   f'from values {", ".join(f"{v:.4g}" for v in vals)}'))
+            continue
+        rows.append(dict(zip(KEY, gkey), value=f'{statistics.median(vals):.6g}',
+                         lower=f'{math.exp(-w) - 1:.4f}', upper=f'{math.exp(w) - 1:.4f}',
+                         unit=g['unit'], runs=' '.join(g['runs']), file=g['file']))
+    return rows, left_out
 
 
 def write(path, rows, keep=None):
     """Write `rows`, keeping the rows of `keep` (an existing table) that `rows` do not replace."""
     merged = {}
     for key, ref in (keep or {}).items():
-        merged[key] = dict(zip(FIELDS[:6], key), value=f'{ref.value:.6g}',
-                           lower=f'{ref.lower:.3f}', upper=f'{ref.upper:.3f}',
-                           unit=ref.unit, runs=ref.runs)
+        merged[key] = dict(zip(KEY, key), value=f'{ref.value:.6g}', lower=f'{ref.lower:.4f}',
+                           upper=f'{ref.upper:.4f}', unit=ref.unit, runs=ref.runs)
     for row in rows:
-        merged[tuple(row[f] for f in FIELDS[:6])] = row
+        merged[tuple(row[f] for f in KEY)] = row
     with open(path, 'w', newline='') as fh:
         fh.write(HEADER_COMMENT)
         writer = csv.DictWriter(fh, FIELDS, lineterminator='\n', extrasaction='ignore')
@@ -203,31 +231,68 @@ def write(path, rows, keep=None):
             writer.writerow(merged[key])
 
 
+def status(folder, machine):
+    """One paragraph: which references this machine has (portable and absolute)."""
+    portable = absolute = 0
+    for path in sorted(Path(folder).glob('*.csv')):
+        for key in load(path):
+            portable += key[2] == machine['machine_type']
+            absolute += key[2] == machine['machine_id']
+    lines = [f"machine: {machine['cpu_model']}, {machine['cpus']} CPUs, "
+             f"{machine['memory_bytes'] / 2**30:.1f} GiB, kernel {machine['kernel']}, "
+             f"virtualised: {machine['virtualised']} (type {machine['machine_type']}, "
+             f"id {machine['machine_id']})",
+             f'references for this machine type (ratios to same-job baselines, asserted): '
+             f'{portable}']
+    if absolute:
+        lines.append(f'absolute references for this machine (asserted): {absolute}')
+    else:
+        lines.append('absolute references for this machine: none, so absolute figures are '
+                     'reported, not asserted (make them here with: make references RUNS=3)')
+    return '\n'.join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog='python3 -m testbed.references',
         description='Regenerate reference files from ReFrame run reports. value = median over '
-                    'the reports; tolerance = K x max(spread between runs, 90th percentile of '
-                    'the run-to-run deviations of every figure of the same stack and test).')
+                    'the reports; tolerance in log space = max(K x standard deviation of '
+                    'ln(value), 1.5 x the largest distance from the median, 0.03), per '
+                    'variable; a figure whose band would accept 2x is left out, and said.')
     sub = ap.add_subparsers(dest='cmd', required=True)
+    default_dir = str(Path(__file__).resolve().parents[1] / 'references')
     up = sub.add_parser('update', help='write references from run reports')
     up.add_argument('reports', nargs='+', help='ReFrame JSON run reports')
-    up.add_argument('--dir', default=str(Path(__file__).resolve().parents[1] / 'references'),
+    up.add_argument('--dir', default=default_dir,
                     help='folder of the reference files (each test names its file)')
-    up.add_argument('--k', type=float, default=4.0, help='tolerance multiplier (default 4)')
+    up.add_argument('--k', type=float, default=3.0, help='standard deviations (default 3)')
+    up.add_argument('--min-runs', type=int, default=3, help='runs a figure needs (default 3)')
+    up.add_argument('--only', choices=['ratio', 'absolute', 'all'], default='all',
+                    help='write only the portable ratios, or only the absolute figures')
     up.add_argument('--replace', action='store_true',
                     help='drop rows the reports do not measure (default: keep them)')
     chk = sub.add_parser('check', help='validate reference files')
     chk.add_argument('files', nargs='+')
+    st = sub.add_parser('status', help='which references this machine has')
+    st.add_argument('--dir', default=default_dir)
     args = ap.parse_args(argv)
     try:
         if args.cmd == 'check':
             for f in args.files:
                 print(f'{f}: {len(load(f))} references, all valid')
             return 0
-        rows = derive(args.reports, args.k)
+        if args.cmd == 'status':
+            from testbed import machine
+            print(status(args.dir, machine.record()))
+            return 0
+        rows, left_out = derive(args.reports, args.k, args.min_runs)
+        if args.only != 'all':
+            rows = [r for r in rows if (r['unit'] == RATIO_UNIT) == (args.only == 'ratio')]
+        for gkey, why in left_out:
+            print(f'not written: {"/".join(gkey)}: {why}')
         if not rows:
-            raise ReferenceError('no performance figures found in ' + ', '.join(args.reports))
+            raise ReferenceError('no performance figures to write from ' +
+                                 ', '.join(args.reports))
         by_file = {}
         for row in rows:
             if not row.get('file'):
@@ -238,7 +303,7 @@ def main(argv=None):
             keep = None if args.replace or not path.exists() else load(path)
             write(path, file_rows, keep)
             print(f'{path}: wrote {len(file_rows)} references from {len(args.reports)} '
-                  f'report(s)')
+                  f'report(s); {len(left_out)} figure(s) left out (above)')
         return 0
     except ReferenceError as err:
         print(f'error: {err}', file=sys.stderr)

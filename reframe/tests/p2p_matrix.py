@@ -1,10 +1,18 @@
 """The point-to-point send-mode matrix: Send/Isend/Ssend/Issend x Recv/Irecv on every stack.
 
 One build of apps/p2p per stack (fixture, scope 'environment'); one run-only test per
-(pair, variant, size range). Perf variables: latency (us, median half round trip) at the
-range's smallest size and bandwidth (MB/s = 10^6 bytes/s, from the median) at its largest.
+(pair, variant, size range). In the same job, interleaved sample by sample, the program also
+measures the raw layers: the shared-memory copy ping-pong between the same two pinned cores
+(the floor) and memcpy on one core (the ceiling of a one-copy transfer).
+
+Perf variables, each over *every* size of the range (geometric mean of the per-size medians):
+latency (us, half round trip), bandwidth (MB/s = 10^6 bytes/s), and the portable ratios
+time_over_shm and time_over_memcpy (the median, sample by sample, of the MPI time over the raw
+layer's; geometric mean over the sizes). The ratios travel between machines of a type; the
+absolute figures belong to one machine (reframe/testbed/machine.py).
 """
 import json
+import math
 import os
 import sys
 
@@ -16,7 +24,6 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, records,  # noqa: E402
                             stack_of)
-from testbed.perf import lookup  # noqa: E402
 from testbed.sizes import SCHEDULES  # noqa: E402
 
 PAIRS = [f'{s}-{r}' for s in ('Send', 'Isend', 'Ssend', 'Issend') for r in ('Recv', 'Irecv')]
@@ -36,6 +43,10 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     size_range = parameter(['small', 'medium', 'large', 'netpipe'])
     #: samples per size (passes over the size list); the README's quick pass lowers it
     samples = variable(int, value=30)
+    #: a sample lasts at least this long (ms), so it spans many round trips at every size
+    min_time_ms = variable(float, value=1.0)
+    #: warm (one buffer reused, as NetPIPE and IMB) or cold (a ring twice the LLC)
+    cache = variable(str, value='warm')
     #: test-only: rank 1 corrupts its reply at this size, so the payload check must fail
     corrupt_at = variable(int, value=0)
     valid_systems = ['*']
@@ -50,18 +61,22 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     @run_after('init')
     def name_case(self):
         self.pair, self.variant = self.mode
-        self.reference_case = f'{self.pair}/{self.variant}/{self.size_range}'
+        self.reference_case = f'{self.pair}/{self.variant}/{self.size_range}/{self.cache}'
 
     @run_before('run')
     def set_command(self):
         self.executable = self.build.executable_path
         self.executable_opts = ['--pair', self.pair, '--variant', self.variant,
                                 '--sizes', self.size_range, '--samples', str(self.samples),
+                                '--min-time-ms', str(self.min_time_ms), '--cache', self.cache,
                                 '--stack', self.stack_name]
         if stack_of(self)[1].self_bind:
             self.executable_opts += ['--bind-self']
         if self.corrupt_at:
             self.executable_opts += ['--corrupt-at', str(self.corrupt_at)]
+
+    def _out_path(self):
+        return os.path.join(self.stagedir, self.stdout.evaluate())
 
     @sanity_function
     def validate(self):
@@ -69,37 +84,73 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             sn.assert_eq(self.job.exitcode, 0, msg='benchmark exited with {0}, expected {1}'),
             sn.assert_found(r'^P2P-RUN \{', self.stdout, msg='no P2P-RUN record'),
             sn.assert_found(r'^P2P-END \{', self.stdout, msg='no P2P-END record: run cut short'),
-            sn.assert_eq(sn.sorted(sn.extractall(r'^P2P \{.*"size_bytes":\s*(\d+)', self.stdout,
-                                                 1, int)),
-                         SCHEDULES[self.size_range],
-                         msg='sizes measured {0} differ from the schedule {1}'),
-            sn.assert_not_found(r'"payload_checked":\s*false', self.stdout,
-                                msg='a size was not payload-checked'),
+            sn.assert_not_found(r'^P2P-UNAVAILABLE', self.stdout,
+                                msg='a raw-layer baseline could not run (see P2P-UNAVAILABLE)'),
+            sn.assert_eq(self._checked(), True, msg='{0}'),
         ])
+
+    @sn.deferrable
+    def _checked(self):
+        """Every size of every transport measured and payload-checked; each rank on a core
+        of its own, bound to it (one allowed CPU) and still there at the end."""
+        rows = records(self._out_path(), 'P2P')
+        want = SCHEDULES[self.size_range]
+        for transport in ('mpi', 'shm', 'memcpy'):
+            got = sorted(r['size_bytes'] for r in rows if r['transport'] == transport)
+            if got != want:
+                return f'{transport}: sizes measured {got[:5]}... differ from the schedule'
+        for r in rows:
+            # Each sample checks at least one received message on each receiving rank.
+            least = self.samples * (1 if r['transport'] == 'memcpy' else 2)
+            if r['checked_messages'] < least:
+                return (f"{r['transport']} {r['size_bytes']} bytes: {r['checked_messages']} "
+                        f'messages payload-checked, fewer than {least}')
+        run = records(self._out_path(), 'P2P-RUN')[0]
+        end = records(self._out_path(), 'P2P-END')[0]
+        place = (run['cpu_rank0_start'], run['cpu_rank1_start'])
+        if run['cpus_allowed_rank0'] != 1 or run['cpus_allowed_rank1'] != 1:
+            return (f"ranks not bound to one core each: {run['cpus_allowed_rank0']} and "
+                    f"{run['cpus_allowed_rank1']} CPUs allowed")
+        if place[0] == place[1]:
+            return f'both ranks on CPU {place[0]}'
+        if place != (end['cpu_rank0_end'], end['cpu_rank1_end']):
+            return f"ranks moved: CPUs {place} at start, " \
+                   f"{(end['cpu_rank0_end'], end['cpu_rank1_end'])} at the end"
+        return True
 
     @run_after('sanity')
     def keep_tables(self):
         """Library version for the report; every size's statistics as a CSV beside the log."""
-        stdout = os.path.join(self.stagedir, self.stdout.evaluate())
-        run = records(stdout, 'P2P-RUN')[0]
+        run = records(self._out_path(), 'P2P-RUN')[0]
         self.library_version = run.get('library_version', 'unknown')
-        rows = records(stdout, 'P2P')
-        cols = ['size_bytes', 'samples', 'reps_per_sample', 'min_us', 'median_us', 'mean_us',
-                'p95_us', 'bandwidth_MBps']
+        cols = ['transport', 'size_bytes', 'samples', 'reps_per_sample', 'min_us', 'median_us',
+                'mean_us', 'p95_us', 'cv', 'bandwidth_MBps', 'time_over_shm',
+                'time_over_memcpy', 'checked_messages']
         with open(os.path.join(self.stagedir, 'p2p_sizes.csv'), 'w') as fh:
             fh.write('# ' + json.dumps(run) + '\n' + ','.join(cols) + '\n')
-            for r in rows:
-                fh.write(','.join(str(r[c]) for c in cols) + '\n')
+            for r in records(self._out_path(), 'P2P'):
+                fh.write(','.join(str(r.get(c, '')) for c in cols) + '\n')
         self.keep_files = ['p2p_sizes.csv']
 
-    def _size(self, size, field):
-        return lookup(lambda: records(os.path.join(self.stagedir, self.stdout.evaluate()),
-                                      'P2P'), 'size_bytes', size, field, 'P2P record')
+    @sn.deferrable
+    def _geomean(self, field):
+        vals = [r[field] for r in records(self._out_path(), 'P2P') if r['transport'] == 'mpi']
+        if not vals or any(v is None or v <= 0 for v in vals):
+            raise ValueError(f'{field}: no positive value for every size')
+        return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
     @performance_function('us')
     def latency(self):
-        return self._size(SCHEDULES[self.size_range][0], 'median_us')
+        return self._geomean('median_us')
 
     @performance_function('MB/s')
     def bandwidth(self):
-        return self._size(SCHEDULES[self.size_range][-1], 'bandwidth_MBps')
+        return self._geomean('bandwidth_MBps')
+
+    @performance_function('ratio')
+    def time_over_shm(self):
+        return self._geomean('time_over_shm')
+
+    @performance_function('ratio')
+    def time_over_memcpy(self):
+        return self._geomean('time_over_memcpy')

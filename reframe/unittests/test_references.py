@@ -1,12 +1,21 @@
-"""Reference files: bad files are refused with file, line and field; derivation follows the rule."""
+"""Reference files: bad files are refused with file, line and field; derivation follows the rule;
+no shipped reference accepts a 2x change; lookups take ratios by machine type, absolute figures
+by machine id."""
 import json
+import math
+from pathlib import Path
 
 import pytest
 
 from testbed import references
 
-HEADER = 'system,partition,stack,test,case,variable,value,lower,upper,unit,runs\n'
-ROW = 'testbed-local,default,mpich-4.0,P2PMatrix,Send-Recv/complete/small,latency,{v},-0.3,{u},us,s1\n'
+HEADER = 'system,partition,machine,stack,test,case,variable,value,lower,upper,unit,runs\n'
+ROW = ('testbed-local,default,m-1,mpich-4.0,P2PMatrix,Send-Recv/complete/small/warm,latency,'
+       '{v},-0.2,{u},us,s1\n')
+RATIO = ('testbed-local,default,x86_64-2cpu-vm,mpich-4.0,P2PMatrix,'
+         'Send-Recv/complete/small/warm,time_over_shm,4.2,-0.1,0.11,ratio,s1\n')
+MACHINE = {'machine_type': 'x86_64-2cpu-vm', 'machine_id': 'm-1'}
+SHIPPED = Path(references.__file__).resolve().parents[1] / 'references'
 
 
 def write(tmp_path, text):
@@ -15,23 +24,34 @@ def write(tmp_path, text):
     return path
 
 
-def test_valid_file_gives_reframe_references(tmp_path):
-    path = write(tmp_path, '# comment\n' + HEADER + ROW.format(v='1.5', u='0.3'))
-    ref, missing = references.for_test(path, 'testbed-local', 'default', 'mpich-4.0',
-                                       'P2PMatrix', 'Send-Recv/complete/small',
-                                       ['latency', 'bandwidth'])
-    assert ref == {'testbed-local:default': {'latency': (1.5, -0.3, 0.3, 'us')}}
-    assert missing == ['bandwidth']
+def test_lookup_takes_ratios_by_type_and_absolute_figures_by_machine(tmp_path):
+    path = write(tmp_path, '# comment\n' + HEADER + ROW.format(v='1.5', u='0.25') + RATIO)
+    case = ('testbed-local', 'default')
+    ref, missing_p, missing_a = references.for_test(
+        path, *case, MACHINE, 'mpich-4.0', 'P2PMatrix', 'Send-Recv/complete/small/warm',
+        ['latency', 'bandwidth', 'time_over_shm', 'time_over_memcpy'],
+        ['time_over_shm', 'time_over_memcpy'])
+    assert ref == {'testbed-local:default': {'latency': (1.5, -0.2, 0.25, 'us'),
+                                             'time_over_shm': (4.2, -0.1, 0.11, 'ratio')}}
+    assert missing_p == ['time_over_memcpy'] and missing_a == ['bandwidth']
+    # Another machine of the same type: the ratio travels, the absolute figure does not.
+    other = dict(MACHINE, machine_id='m-2')
+    ref, _, missing_a = references.for_test(
+        path, *case, other, 'mpich-4.0', 'P2PMatrix', 'Send-Recv/complete/small/warm',
+        ['latency', 'time_over_shm'], ['time_over_shm'])
+    assert list(ref['testbed-local:default']) == ['time_over_shm'] and missing_a == ['latency']
 
 
 @pytest.mark.parametrize('text, where', [
     (HEADER + ROW.format(v='fast', u='0.3'), "line 2: field value: 'fast' is not a number"),
     (HEADER + ROW.format(v='1.5', u='-0.3'), 'line 2: field upper: -0.3 is negative'),
     (HEADER + ROW.format(v='-1', u='0.3'), 'line 2: field value: -1.0 is not positive'),
-    (HEADER + ROW.format(v='1.5', u='0.3').replace(',s1', ''), 'line 2: 10 fields, expected 11'),
-    (HEADER.replace('value', 'val') + ROW.format(v='1', u='1'), 'line 1: header is'),
-    (HEADER + ROW.format(v='1', u='1') * 2, 'line 3: duplicate row'),
-    (HEADER + ROW.format(v='nan', u='1'), "field value: 'nan' is not finite"),
+    (HEADER + ROW.format(v='1.5', u='0.3').replace(',s1', ''), 'line 2: 11 fields, expected 12'),
+    (HEADER.replace('value', 'val') + ROW.format(v='1', u='0.1'), 'line 1: header is'),
+    (HEADER + ROW.format(v='1', u='0.1') * 2, 'line 3: duplicate row'),
+    (HEADER + ROW.format(v='nan', u='0.1'), "field value: 'nan' is not finite"),
+    (HEADER + ROW.format(v='1', u='1.0'), 'field upper: 1.0 accepts a 2x rise'),
+    (HEADER + ROW.format(v='1', u='0.1').replace('-0.2', '-0.5'), 'field lower: -0.5 accepts a 2x drop'),
     ('', 'no header line'),
 ])
 def test_malformed_file_names_file_line_and_field(tmp_path, text, where):
@@ -41,53 +61,55 @@ def test_malformed_file_names_file_line_and_field(tmp_path, text, where):
     assert str(err.value).startswith(f'{path}: ') and where in str(err.value)
 
 
-def fake_report(tmp_path, name, uuid, latency):
-    report = {'session_info': {'uuid': uuid}, 'runs': [{'testcases': [{
-        'name': 'P2PMatrix %mode=Send-Recv/complete %size_range=small', 'environ': 'mpich-4_0',
-        'stack_name': 'mpich-4.0', 'reference_case': 'Send-Recv/complete/small',
-        'reference_file': 'p2p.csv',
-        'perfvalues': {'testbed-local:default:latency': [latency, 0, None, None, 'us', 'pass']},
-    }]}]}
+@pytest.mark.parametrize('path', sorted(SHIPPED.glob('*.csv')), ids=lambda p: p.name)
+def test_no_shipped_reference_accepts_a_2x_change(path):
+    # load() refuses such a row; this says it for every file the repository ships.
+    for key, ref in references.load(path).items():
+        assert 1 + ref.upper < 2 and 1 + ref.lower > 0.5, key
+        # the shipped rows are the portable ones: ratios to same-job baselines
+        assert ref.unit == 'ratio', f'{path.name}: {key}: absolute rows belong to one machine'
+
+
+def fake_report(tmp_path, name, uuid, values, result='pass'):
+    tcs = [{'name': f'P2PMatrix %mode=Send-Recv/complete %case={case}', 'environ': 'mpich-4_0',
+            'stack_name': 'mpich-4.0', 'reference_case': case, 'reference_file': 'p2p.csv',
+            'machine_type': 'x86_64-2cpu-vm', 'machine_id': 'm-1', 'result': result,
+            'perfvalues': {'testbed-local:default:time_over_shm':
+                           [v, 0, None, None, 'ratio', 'pass'],
+                           'testbed-local:default:latency': [v, 0, None, None, 'us', 'pass']}}
+           for case, v in values.items()]
     path = tmp_path / name
-    path.write_text(json.dumps(report))
+    path.write_text(json.dumps({'session_info': {'uuid': uuid}, 'runs': [{'testcases': tcs}]}))
     return path
 
 
-def test_derive_takes_median_and_k_times_the_larger_spread(tmp_path):
-    reports = [fake_report(tmp_path, f'r{i}.json', f's{i}', lat)
-               for i, lat in enumerate([1.0, 1.1, 1.2])]
-    (row,) = references.derive(reports, k=3)
-    assert row['stack'] == 'mpich-4.0' and row['test'] == 'P2PMatrix'
-    assert float(row['value']) == pytest.approx(1.1)
-    # between runs: (1.2 - 1.0) / 1.1 = 0.1818; pooled p90 of |v / 1.1 - 1| = 0.0909
-    assert float(row['upper']) == pytest.approx(0.545, abs=1e-3)
-    assert float(row['lower']) == pytest.approx(-0.545, abs=1e-3)
-    assert row['runs'] == 's0 s1 s2' and row['file'] == 'p2p.csv'
+def test_derive_median_and_log_space_tolerance_per_variable(tmp_path):
+    reports = [fake_report(tmp_path, f'r{i}.json', f's{i}', {'quiet': v, 'noisy': n})
+               for i, (v, n) in enumerate([(1.0, 1.0), (1.02, 1.5), (0.99, 1.0)])]
+    rows, left_out = references.derive(reports, k=3)
+    by = {(r['case'], r['variable']): r for r in rows}
+    quiet = by[('quiet', 'time_over_shm')]
+    assert quiet['machine'] == 'x86_64-2cpu-vm'       # a ratio travels: keyed by type
+    assert by[('quiet', 'latency')]['machine'] == 'm-1'  # absolute: keyed by this machine
+    assert float(quiet['value']) == pytest.approx(1.0)
+    logs = [math.log(v) for v in (1.0, 1.02, 0.99)]
+    sd = (sum((x - sum(logs) / 3) ** 2 for x in logs) / 2) ** 0.5
+    w = max(3 * sd, 1.5 * math.log(1.02), references.W_MIN)
+    assert float(quiet['upper']) == pytest.approx(math.exp(w) - 1, abs=1e-4)
+    assert float(quiet['lower']) == pytest.approx(math.exp(-w) - 1, abs=1e-4)
+    # Not pooled: the noisy case's spread does not widen the quiet one, and its own band
+    # (it moved 1.5x) would accept 2x, so it is left out and said, not written wide.
+    assert ('noisy', 'time_over_shm') not in by
+    assert any(k[5] == 'noisy' and 'spread too wide' in why for k, why in left_out)
     out = tmp_path / 'refs.csv'
-    references.write(out, [row])
-    ((key, ref),) = references.load(out).items()
-    assert key[:3] == ('testbed-local', 'default', 'mpich-4.0') and ref.value == 1.1
+    references.write(out, rows)
+    assert len(references.load(out)) == len(rows)
 
 
-def test_pooled_noise_widens_a_figure_whose_runs_agreed(tmp_path):
-    def report(name, uuid, a, b):
-        tcs = [{'name': f'P2PMatrix %case={case}', 'environ': 'e', 'stack_name': 's', 'reference_file': 'f',
-                'reference_case': case,
-                'perfvalues': {'sys:part:latency': [v, 0, None, None, 'us', 'pass']}}
-               for case, v in (('quiet', a), ('noisy', b))]
-        path = tmp_path / name
-        path.write_text(json.dumps({'session_info': {'uuid': uuid},
-                                    'runs': [{'testcases': tcs}]}))
-        return path
-    reports = [report('a.json', 'a', 1.0, 1.0), report('b.json', 'b', 1.0, 2.0),
-               report('c.json', 'c', 1.0, 1.0)]
-    rows = {r['case']: r for r in references.derive(reports, k=3)}
-    # 'quiet' agreed exactly, but the same stack and test's 'noisy' case deviated by 100 %:
-    # the pooled 90th percentile (1.0) gives both a tolerance of 3.0 (lower capped at -0.99).
-    assert float(rows['quiet']['upper']) == pytest.approx(3.0)
-    assert float(rows['quiet']['lower']) == pytest.approx(-0.99)
-
-
-def test_derive_refuses_a_single_run(tmp_path):
-    with pytest.raises(references.ReferenceError, match='at least 2 run reports'):
-        references.derive([fake_report(tmp_path, 'r.json', 'only', 2.0)])
+def test_derive_ignores_failed_and_injected_runs_and_needs_three(tmp_path):
+    reports = [fake_report(tmp_path, f'r{i}.json', f's{i}', {'c': 1.0}) for i in range(2)]
+    with pytest.raises(references.ReferenceError, match='at least 3 run reports'):
+        references.derive(reports)
+    reports.append(fake_report(tmp_path, 'f.json', 'sf', {'c': 1.0}, result='fail'))
+    rows, left_out = references.derive(reports)
+    assert not rows and all('fewer than 3' in why for _, why in left_out)

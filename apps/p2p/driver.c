@@ -1,0 +1,649 @@
+/* p2p: the timing core. One driver for every transport: it owns the size
+ * schedule, synchronisation, calibration, sampling, payload checks,
+ * statistics and records (see README.md and docs/measurement.md).
+ *
+ * A sample: fill buffers and set up the check (untimed), synchronise, one
+ * untimed round trip that absorbs the skew of the synchronisation, then
+ * `reps` timed round trips, then the payload check (untimed). `reps` is
+ * calibrated per size and transport so that a sample lasts at least
+ * --min-time-ms. Passes interleave sizes and transports: pass p takes one
+ * sample of each size, and at each size one of every transport in turn, so
+ * a burst of noise touches many figures a little and the ratio of the MPI
+ * figure to its raw layer compares samples taken side by side. */
+#define _GNU_SOURCE /* sched_getcpu, CPU_COUNT */
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/tb_version.h"
+#include "control.h"
+#include "p2p.h"
+#include "stats.h"
+#include "transport.h"
+
+#define REPS_CAP (1L << 24)
+#define CALIB_TRIES 3
+#define HANDSHAKE_TRIPS 1000
+#define WARMUP_REPS 4
+#define LINE 64
+
+/* Message buffers: one slot each (cache-warm), or a ring of slots that
+ * together span twice the last-level cache (cache-cold): message i uses
+ * slot i mod nslots, so a slot is touched again only after the ring has
+ * pushed it out of the cache. */
+struct arena {
+    unsigned char *send, *recv;
+    unsigned char *evict; /* cache-cold: swept after every fill */
+    size_t len, stride;
+    long nslots;
+};
+
+struct channel {
+    struct tport tp;
+    int available;
+    char why[200];
+    long *reps;    /* per size */
+    double *t;     /* [size][sample]: half round trip, us */
+    long checked;  /* messages whose payload this rank checked */
+};
+
+struct run {
+    int rank;
+    const struct options *o;
+    struct arena a;
+    long llc_bytes;
+};
+
+/* ---- payload pattern, set and checked outside the timed region ---- */
+
+static uint32_t pattern_seed(int rank, long size, unsigned idx)
+{
+    uint32_t h = 0x5a17u ^ ((uint32_t)rank * 0x9E3779B9u);
+    h = (h ^ (uint32_t)size) * 0x85EBCA6Bu;
+    h = (h ^ idx) * 0xC2B2AE35u;
+    return h ^ (h >> 16);
+}
+
+static unsigned char pattern_byte(uint32_t seed, size_t j)
+{
+    return (unsigned char)((seed + (uint32_t)j * 2654435761u) >> 24);
+}
+
+static void fill(unsigned char *p, long n, uint32_t seed, int invert)
+{
+    for (long j = 0; j < n; j++)
+        p[j] = (unsigned char)(invert ? ~pattern_byte(seed, (size_t)j)
+                                      : pattern_byte(seed, (size_t)j));
+}
+
+static void die(struct run *r, const struct channel *c, long size,
+                const char *what)
+{
+    fflush(stdout);
+    fprintf(stderr, "p2p: payload check failed on rank %d: transport %s pair"
+            " %s variant %s size %ld bytes: %s\n", r->rank, c->tp.name,
+            c->tp.pair, c->tp.variant, size, what);
+    fflush(stderr);
+    /* Some launchers (Open MPI 5's prterun) tear down on abort before they
+     * have forwarded the rank's stderr; give the line time to get out. */
+    struct timespec pause = { 1, 0 };
+    nanosleep(&pause, NULL);
+    ctl_abort(3);
+    exit(3); /* not reached */
+}
+
+/* ---- buffers ---- */
+
+static long last_level_cache(void)
+{
+    long best = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], text[32];
+        int level = 0;
+        long kib = 0;
+        snprintf(path, sizeof path,
+                 "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        if (fscanf(f, "%d", &level) != 1)
+            level = 0;
+        fclose(f);
+        snprintf(path, sizeof path,
+                 "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        f = fopen(path, "r");
+        if (f && fgets(text, sizeof text, f))
+            kib = strtol(text, NULL, 10); /* "16384K" */
+        if (f)
+            fclose(f);
+        if (level >= 2 && kib * 1024 > best)
+            best = kib * 1024;
+    }
+    return best;
+}
+
+static void set_slots(struct run *r, long size)
+{
+    struct arena *a = &r->a;
+    if (!r->o->cache_cold) {
+        a->nslots = 1;
+        a->stride = 0;
+        return;
+    }
+    /* A gap of one line between slots keeps neighbouring slots from sharing
+     * a line; the ring is the whole arena. */
+    a->stride = ((size_t)size + LINE - 1) / LINE * LINE + LINE;
+    a->nslots = (long)(a->len / a->stride);
+    if (a->nslots < 2)
+        a->nslots = 2;
+}
+
+/* ---- the round trips: the only code inside the timed region ---- */
+
+struct cursor { unsigned char *s, *r; long k; const struct arena *a; };
+
+static inline void advance(struct cursor *c)
+{
+    if (++c->k == c->a->nslots) {
+        c->k = 0;
+        c->s = c->a->send;
+        c->r = c->a->recv;
+    } else {
+        c->s += c->a->stride;
+        c->r += c->a->stride;
+    }
+}
+
+/* Rank 0: reps + 1 round trips; the clock starts after the first one. */
+static double trips_initiator(struct tport *t, struct cursor *c, int n, long reps)
+{
+    double t0 = 0;
+    for (long i = 0; i <= reps; i++) {
+        if (i == 1)
+            t0 = ctl_now();
+        if (t->preposted)
+            t->post(t, c->r, n);
+        t->send(t, c->s, n);
+        if (!t->preposted)
+            t->post(t, c->r, n);
+        t->recv(t);
+        advance(c);
+    }
+    return ctl_now() - t0;
+}
+
+/* Rank 1: its first receive of a preposted pair was posted before the
+ * synchronisation, since message 0 may come right after it. */
+static void trips_responder(struct tport *t, struct cursor *c, int n, long reps)
+{
+    for (long i = 0; i <= reps; i++) {
+        unsigned char *s = c->s;
+        if (!t->preposted)
+            t->post(t, c->r, n);
+        t->recv(t);
+        advance(c);
+        if (t->preposted && i < reps)
+            t->post(t, c->r, n);
+        t->send(t, s, n);
+    }
+}
+
+/* A local transport (memcpy): a round trip is two messages. */
+static double trips_local(struct tport *t, struct cursor *c, int n, long reps)
+{
+    double t0 = 0;
+    for (long i = 0; i < 2 * (reps + 1); i++) {
+        if (i == 2)
+            t0 = ctl_now();
+        t->post(t, c->r, n);
+        t->send(t, c->s, n);
+        t->recv(t);
+        advance(c);
+    }
+    return ctl_now() - t0;
+}
+
+/* One sample of `reps` round trips of `size` bytes; returns the timed
+ * seconds on rank 0 (0 on rank 1). `first` marks the transport under test:
+ * only its payload is corrupted by the test switch. */
+static double sample(struct run *r, struct channel *ch, long size,
+                     unsigned idx, long reps, int first)
+{
+    struct tport *t = &ch->tp;
+    struct arena *a = &r->a;
+    int n = (int)size, me = r->rank;
+    int active = !t->local || me == 0;
+    long msgs = t->local ? 2 * (reps + 1) : reps + 1;
+    long used = msgs < a->nslots ? msgs : a->nslots;
+    uint32_t mine = pattern_seed(me, size, idx);
+    uint32_t theirs = t->local ? mine : pattern_seed(1 - me, size, idx);
+    struct cursor cur = { a->send, a->recv, 0, a };
+    double dt = 0;
+
+    if (active) {
+        for (long k = 0; k < used; k++) {
+            fill(a->send + (size_t)k * a->stride, size, mine, 0);
+            fill(a->recv + (size_t)k * a->stride, size, theirs, 1);
+        }
+        if (me == 1 && first && r->o->corrupt_at == size)
+            for (long k = 0; k < used; k++)
+                a->send[(size_t)k * a->stride + (size_t)n / 2] ^= 0xA5;
+        /* A sample with fewer messages than slots would find the slots it
+         * just filled still in cache: push them out first. */
+        if (a->evict) {
+            volatile unsigned char sink = 0;
+            for (size_t j = 0; j < a->len; j += LINE)
+                sink ^= a->evict[j];
+            (void)sink;
+        }
+        if (me == 1 && t->preposted)
+            t->post(t, cur.r, n);
+    }
+    ctl_barrier();
+    if (t->local) {
+        if (me == 0)
+            dt = trips_local(t, &cur, n, reps);
+    } else if (me == 0) {
+        dt = trips_initiator(t, &cur, n, reps);
+    } else {
+        trips_responder(t, &cur, n, reps);
+    }
+    if (!active)
+        return 0.0;
+
+    char what[120];
+    long got = t->received(t);
+    if (got != size) {
+        snprintf(what, sizeof what, "received %ld bytes, expected %ld", got, size);
+        die(r, ch, size, what);
+    }
+    for (long k = 0; k < used; k++) {
+        const unsigned char *p = a->recv + (size_t)k * a->stride;
+        for (long j = 0; j < size; j++) {
+            unsigned char want = pattern_byte(theirs, (size_t)j);
+            if (p[j] != want) {
+                snprintf(what, sizeof what, "slot %ld byte %ld is 0x%02x, "
+                         "expected 0x%02x", k, j, p[j], want);
+                die(r, ch, size, what);
+            }
+        }
+    }
+    ch->checked += used;
+    return dt;
+}
+
+/* Rank 0 grows the round trips per sample until the shortest of a few
+ * samples lasts --min-time-ms (or the cap); each count goes to rank 1 on the
+ * control plane, outside the timed region. */
+static long calibrate(struct run *r, struct channel *ch, long size)
+{
+    long reps = 1;
+    for (;;) {
+        double t = sample(r, ch, size, 0, reps, 0);
+        for (int k = 1; k < CALIB_TRIES; k++) {
+            double u = sample(r, ch, size, 0, reps, 0);
+            t = u < t ? u : t;
+        }
+        long next = reps;
+        if (r->rank == 0) {
+            if (t >= r->o->min_time_s || reps >= REPS_CAP) {
+                next = -reps;
+            } else {
+                /* Aim 20% past the minimum; at least double. */
+                double want = t > 0 ? reps * 1.2 * r->o->min_time_s / t
+                                    : 16.0 * reps;
+                next = want > 2.0 * reps ? (long)want + 1 : 2 * reps;
+                if (next > REPS_CAP)
+                    next = REPS_CAP;
+            }
+        }
+        ctl_bcast_long(&next);
+        if (next < 0)
+            return -next;
+        reps = next;
+    }
+}
+
+/* ---- records ---- */
+
+static void print_records(struct run *r, struct channel *ch, int nch)
+{
+    const struct options *o = r->o;
+    long checked[8];
+    /* Both ranks check what they receive: the record counts both. */
+    for (int c = 0; c < nch; c++)
+        checked[c] = ch[c].checked + ctl_exchange_int((int)ch[c].checked);
+    if (r->rank != 0)
+        return;
+    double *tmp = malloc((size_t)o->samples * sizeof *tmp);
+    if (!tmp)
+        ctl_abort(1);
+    for (int c = 0; c < nch; c++) {
+        struct tport *t = &ch[c].tp;
+        if (!ch[c].available) {
+            printf("P2P-UNAVAILABLE {\"transport\":\"%s\",\"reason\":", t->name);
+            json_str(ch[c].why);
+            printf("}\n");
+            continue;
+        }
+        for (int s = 0; s < o->nsizes; s++) {
+            double *v = &ch[c].t[(size_t)s * o->samples];
+            memcpy(tmp, v, (size_t)o->samples * sizeof *tmp);
+            struct stats st = summarise(tmp, o->samples);
+            printf("P2P {\"stack\":");
+            json_str(o->stack);
+            printf(",\"transport\":\"%s\",\"pair\":\"%s\",\"variant\":\"%s\","
+                   "\"size_bytes\":%ld,\"samples\":%d,\"reps_per_sample\":%ld,"
+                   "\"min_us\":%.6g,\"median_us\":%.6g,\"mean_us\":%.6g,"
+                   "\"p95_us\":%.6g,\"cv\":%.4g,\"bandwidth_MBps\":%.6g",
+                   t->name, t->pair, t->variant, o->sizes[s], o->samples,
+                   ch[c].reps[s], st.min, st.median, st.mean, st.p95, st.cv,
+                   o->sizes[s] / st.median); /* bytes/us = 10^6 bytes/s */
+            /* Ratios to the raw layers, sample by sample (same pass). */
+            for (int b = 1; b < nch && c == 0; b++) {
+                if (!ch[b].available)
+                    continue;
+                double *w = &ch[b].t[(size_t)s * o->samples];
+                for (int p = 0; p < o->samples; p++)
+                    tmp[p] = v[p] / w[p];
+                printf(",\"time_over_%s\":%.6g", ch[b].tp.name,
+                       median_of(tmp, o->samples));
+            }
+            printf(",\"checked_messages\":%ld}\n", checked[c]);
+        }
+    }
+    free(tmp);
+    fflush(stdout);
+}
+
+static void print_table(struct run *r, struct channel *ch, int nch)
+{
+    const struct options *o = r->o;
+    if (r->rank != 0 || !ch[0].available)
+        return;
+    printf("# %s %s/%s: half round trip in us (microseconds), median of %d"
+           " samples of >= %.3g ms; MB/s = 10^6 bytes/s; cache-%s\n",
+           ch[0].tp.name, ch[0].tp.pair, ch[0].tp.variant, o->samples,
+           o->min_time_s * 1e3, o->cache_cold ? "cold" : "warm");
+    printf("# %12s %9s %11s %11s %8s %11s", "size_bytes", "reps", "median_us",
+           "min_us", "cv", "MB/s");
+    for (int b = 1; b < nch; b++)
+        if (ch[b].available)
+            printf(" %11s", ch[b].tp.name);
+    printf("\n");
+    double *tmp = malloc((size_t)o->samples * sizeof *tmp);
+    for (int s = 0; tmp && s < o->nsizes; s++) {
+        memcpy(tmp, &ch[0].t[(size_t)s * o->samples], (size_t)o->samples * sizeof *tmp);
+        struct stats st = summarise(tmp, o->samples);
+        printf("# %12ld %9ld %11.4f %11.4f %8.4f %11.1f", o->sizes[s],
+               ch[0].reps[s], st.median, st.min, st.cv, o->sizes[s] / st.median);
+        for (int b = 1; b < nch; b++) {
+            if (!ch[b].available)
+                continue;
+            memcpy(tmp, &ch[b].t[(size_t)s * o->samples], (size_t)o->samples * sizeof *tmp);
+            printf(" %11.4f", median_of(tmp, o->samples));
+        }
+        printf("\n");
+    }
+    free(tmp);
+    fflush(stdout);
+}
+
+/* ---- one measurement: the transport under test plus its baselines ---- */
+
+static void measure(struct run *r, struct channel *ch, int nch)
+{
+    const struct options *o = r->o;
+    long maxsize = o->sizes[o->nsizes - 1];
+    for (int c = 0; c < nch; c++) {
+        char err[160] = "";
+        int ok = ch[c].tp.setup(&ch[c].tp, maxsize, err, sizeof err) == 0;
+        /* Both ranks must agree, or one would wait for the other forever. */
+        ok = ok && ctl_exchange_int(ok);
+        ch[c].available = ok;
+        snprintf(ch[c].why, sizeof ch[c].why, "%s", ok ? "" : err);
+        ch[c].checked = 0;
+        if (c == 0 && !ok) {
+            if (r->rank == 0)
+                fprintf(stderr, "p2p: transport %s cannot run: %s\n",
+                        ch[c].tp.name, err[0] ? err : "the partner failed");
+            ctl_abort(2);
+        }
+    }
+    for (int s = 0; s < o->nsizes; s++) {
+        set_slots(r, o->sizes[s]);
+        for (int c = 0; c < nch; c++) {
+            if (!ch[c].available)
+                continue;
+            sample(r, &ch[c], o->sizes[s], 0, WARMUP_REPS, 0);
+            ch[c].reps[s] = calibrate(r, &ch[c], o->sizes[s]);
+        }
+    }
+    for (int p = 0; p < o->samples; p++)
+        for (int s = 0; s < o->nsizes; s++) {
+            set_slots(r, o->sizes[s]);
+            for (int c = 0; c < nch; c++) {
+                if (!ch[c].available)
+                    continue;
+                double dt = sample(r, &ch[c], o->sizes[s], (unsigned)p + 1,
+                                   ch[c].reps[s], c == 0);
+                ch[c].t[(size_t)s * o->samples + p] = dt / ch[c].reps[s] / 2.0 * 1e6;
+            }
+        }
+    print_records(r, ch, nch);
+    print_table(r, ch, nch);
+    for (int c = 0; c < nch; c++)
+        if (ch[c].available)
+            ch[c].tp.cleanup(&ch[c].tp);
+}
+
+/* ---- placement ---- */
+
+/* Pin this rank to the (rank mod n)-th CPU of its allowed set, as a launcher's
+ * "bind to core" would; returns 0, or -1 where it cannot. */
+static int bind_self(int rank)
+{
+    cpu_set_t allowed, one;
+    if (sched_getaffinity(0, sizeof allowed, &allowed))
+        return -1;
+    int n = CPU_COUNT(&allowed), want = rank % (n > 0 ? n : 1);
+    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed))
+            continue;
+        if (seen++ == want) {
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            return sched_setaffinity(0, sizeof one, &one);
+        }
+    }
+    return -1;
+}
+
+static int allowed_cpus(void)
+{
+    cpu_set_t allowed;
+    return sched_getaffinity(0, sizeof allowed, &allowed) ? -1 : CPU_COUNT(&allowed);
+}
+
+static void print_run_record(struct run *r, const char *host, const char *host1,
+                             int cpu[2], int ncpu[2], double timer_cost)
+{
+    const struct options *o = r->o;
+    char ver[1024];
+    tb_library_version(ver, sizeof ver);
+    printf("P2P-RUN {\"stack\":");
+    json_str(o->stack);
+    printf(",\"library_version\":");
+    json_str(ver);
+    printf(",\"host\":");
+    json_str(host);
+    printf(",\"host_rank1\":");
+    json_str(host1);
+    printf(",\"ranks\":2,\"cpu_rank0_start\":%d,\"cpu_rank1_start\":%d,"
+           "\"cpus_allowed_rank0\":%d,\"cpus_allowed_rank1\":%d,\"self_bound\":%s,"
+           "\"clock\":\"CLOCK_MONOTONIC\",\"clock_resolution_ns\":%.4g,"
+           "\"timer_cost_ns\":%.4g,\"samples\":%d,\"min_sample_ms\":%.4g,"
+           "\"cache\":\"%s\",\"ring_bytes\":%ld,\"llc_bytes\":%ld,\"sizes\":",
+           cpu[0], cpu[1], ncpu[0], ncpu[1], o->bind_self ? "true" : "false",
+           ctl_clock_resolution() * 1e9, timer_cost * 1e9, o->samples,
+           o->min_time_s * 1e3, o->cache_cold ? "cold" : "warm",
+           o->cache_cold ? (long)r->a.len : 0L, r->llc_bytes);
+    json_str(o->sizes_arg);
+    printf("}\n");
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    struct options o;
+    char err[512] = "";
+    int nranks = ctl_init(&argc, &argv), rank = ctl_rank();
+    double wall0 = ctl_now();
+
+    /* Every rank parses the same argv, so all take the same way out. */
+    int rc = p2p_parse_args(argc, argv, &o, err, sizeof err);
+    if (rc || o.help || nranks != 2) {
+        if (rank == 0) {
+            if (rc)
+                fprintf(stderr, "%s\n", err);
+            else if (o.help)
+                p2p_usage();
+            else
+                fprintf(stderr, "p2p: needs exactly 2 ranks, got %d\n", nranks);
+        }
+        free(o.sizes);
+        rc = rc || o.help ? rc : 2;
+#ifdef LAM_VERSION
+        /* LAM's mpirun returns 0 for any rank that called MPI_Finalize, so
+         * a failing run leaves without it, once rank 0 has printed. */
+        if (rc) {
+            fflush(stderr);
+            ctl_barrier();
+            exit(rc);
+        }
+#endif
+        ctl_finalize();
+        return rc;
+    }
+
+    if (o.bind_self && bind_self(rank) != 0) {
+        fprintf(stderr, "p2p: --bind-self: rank %d could not pin itself to a CPU\n", rank);
+        ctl_abort(2);
+    }
+    int cpu[2], ncpu[2];
+    cpu[rank] = sched_getcpu();
+    cpu[1 - rank] = ctl_exchange_int(cpu[rank]);
+    ncpu[rank] = allowed_cpus();
+    ncpu[1 - rank] = ctl_exchange_int(ncpu[rank]);
+    char host[256] = "", host1[256] = "";
+    gethostname(host, sizeof host - 1);
+    ctl_exchange_bytes(host, host1, (int)sizeof host);
+    host1[sizeof host1 - 1] = '\0';
+
+    const int ncalls = 100000;
+    volatile double sink = 0;
+    double t0 = ctl_now();
+    for (int i = 0; i < ncalls; i++)
+        sink += ctl_now();
+    double timer_cost = (ctl_now() - t0) / ncalls;
+    (void)sink;
+
+    struct run r;
+    memset(&r, 0, sizeof r);
+    r.rank = rank;
+    r.o = &o;
+    r.llc_bytes = last_level_cache();
+    long maxsize = o.sizes[o.nsizes - 1];
+    if (o.cache_cold) {
+        long llc = r.llc_bytes > 0 ? r.llc_bytes : 32L << 20;
+        r.a.len = (size_t)(2 * llc);
+        if (r.a.len < 4 * ((size_t)maxsize + 2 * LINE))
+            r.a.len = 4 * ((size_t)maxsize + 2 * LINE);
+    } else {
+        r.a.len = (size_t)maxsize;
+    }
+    r.a.send = aligned_alloc(4096, (r.a.len + 4095) / 4096 * 4096);
+    r.a.recv = aligned_alloc(4096, (r.a.len + 4095) / 4096 * 4096);
+    if (o.cache_cold && (r.a.evict = aligned_alloc(4096, (r.a.len + 4095) / 4096 * 4096)))
+        memset(r.a.evict, 1, r.a.len);
+    struct channel ch[3];
+    memset(ch, 0, sizeof ch);
+    int ok = r.a.send && r.a.recv;
+    for (int c = 0; c < 3; c++) {
+        ch[c].reps = malloc((size_t)o.nsizes * sizeof *ch[c].reps);
+        ch[c].t = malloc((size_t)o.nsizes * (size_t)o.samples * sizeof *ch[c].t);
+        ok = ok && ch[c].reps && ch[c].t;
+    }
+    if (!ok) {
+        fprintf(stderr, "p2p: rank %d: out of memory for %zu-byte buffers and"
+                " %d x %d samples\n", rank, r.a.len, o.nsizes, o.samples);
+        ctl_abort(1);
+    }
+
+    /* Handshake over the MPI path (it is also the control plane): both
+     * ranks are up and the path is open before anything is timed. */
+    {
+        struct tport hs;
+        tr_mpi_init(&hs, 0, 0);
+        hs.setup(&hs, 1, err, sizeof err);
+        set_slots(&r, 1);
+        struct cursor cur = { r.a.send, r.a.recv, 0, &r.a };
+        ctl_barrier();
+        if (rank == 0)
+            trips_initiator(&hs, &cur, 1, HANDSHAKE_TRIPS);
+        else
+            trips_responder(&hs, &cur, 1, HANDSHAKE_TRIPS);
+        hs.cleanup(&hs);
+    }
+    if (rank == 0)
+        print_run_record(&r, host, host1, cpu, ncpu, timer_cost);
+
+    if (o.transport != T_MPI) {
+        if (o.transport == T_SHM)
+            tr_shm_init(&ch[0].tp);
+        else
+            tr_memcpy_init(&ch[0].tp);
+        measure(&r, ch, 1);
+    } else {
+        for (int p = 0; p < P2P_NPAIRS; p++) {
+            if (o.pair >= 0 && o.pair != p)
+                continue;
+            for (int v = VAR_COMPLETE; v <= VAR_PREPOSTED; v <<= 1) {
+                if (!(o.variant & v) || (v == VAR_PREPOSTED && !p2p_pair_has_irecv(p)))
+                    continue;
+                int nch = 0;
+                tr_mpi_init(&ch[nch++].tp, p, v == VAR_PREPOSTED);
+                if (o.baselines & BASE_SHM)
+                    tr_shm_init(&ch[nch++].tp);
+                if (o.baselines & BASE_MEMCPY)
+                    tr_memcpy_init(&ch[nch++].tp);
+                measure(&r, ch, nch);
+            }
+        }
+    }
+
+    int end[2];
+    end[rank] = sched_getcpu();
+    end[1 - rank] = ctl_exchange_int(end[rank]);
+    if (rank == 0) {
+        printf("P2P-END {\"stack\":");
+        json_str(o.stack);
+        printf(",\"cpu_rank0_end\":%d,\"cpu_rank1_end\":%d,\"wall_s\":%.6g}\n",
+               end[0], end[1], ctl_now() - wall0);
+        fflush(stdout);
+    }
+    free(r.a.send);
+    free(r.a.recv);
+    free(r.a.evict);
+    for (int c = 0; c < 3; c++) {
+        free(ch[c].reps);
+        free(ch[c].t);
+    }
+    free(o.sizes);
+    ctl_finalize();
+    return 0;
+}

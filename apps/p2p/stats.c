@@ -1,0 +1,50 @@
+/* p2p: statistics of the samples and JSON strings for the records. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "stats.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct stats summarise(double *v, int n)
+{
+    struct stats s;
+    double sum = 0, ss = 0;
+    s.median = median_of(v, n);
+    for (int i = 0; i < n; i++)
+        sum += v[i];
+    s.min = v[0];
+    s.mean = sum / n;
+    for (int i = 0; i < n; i++)
+        ss += (v[i] - s.mean) * (v[i] - s.mean);
+    s.cv = n > 1 && s.mean > 0 ? sqrt(ss / (n - 1)) / s.mean : 0.0;
+    int r = (95 * n + 99) / 100; /* ceil(0.95 n), exact in integers */
+    s.p95 = v[r - 1];
+    return s;
+}
+
+void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}

@@ -1,0 +1,41 @@
+/* p2p: the seam between the timing core (driver.c) and a transport.
+ *
+ * The driver owns everything but moving bytes: size schedule, synchronisation,
+ * calibration, sampling, payload checks, statistics and records. A transport
+ * moves one message at a time with the few calls below, so that two
+ * transports measured by the same driver differ in nothing but the transport
+ * (NetPIPE's shape). Raw TCP and PVM plug in here as further tr_*.c files.
+ *
+ * Round trip, as the driver runs it (rank 0 starts, rank 1 answers):
+ *   rank 0: [post] send [post] recv      rank 1: [post] recv [post] send
+ * A transport with `local` set runs on rank 0 alone (memcpy): its "message"
+ * goes from the send buffer into the posted receive buffer inside send().
+ */
+#ifndef P2P_TRANSPORT_H
+#define P2P_TRANSPORT_H
+
+#include <stddef.h>
+
+struct tport {
+    const char *name;    /* mpi | shm | memcpy: the "transport" of every record */
+    const char *pair;    /* e.g. Ssend-Irecv; "copy" for the raw layers */
+    const char *variant; /* complete | preposted */
+    int preposted;       /* post the next receive before the partner can send */
+    int local;           /* rank 0 alone; rank 1 waits at the next sync */
+    void *state;
+    /* Buffers of up to maxsize bytes will be passed. Returns 0, or -1 with a
+     * one-line reason in err (the transport is then reported unavailable). */
+    int (*setup)(struct tport *, long maxsize, char *err, size_t errlen);
+    void (*post)(struct tport *, void *buf, int n);     /* start a receive */
+    void (*send)(struct tport *, const void *buf, int n);
+    void (*recv)(struct tport *);                       /* finish it */
+    long (*received)(struct tport *); /* bytes of the last finished receive */
+    void (*cleanup)(struct tport *);
+};
+
+/* Constructors; each fills *t. pair: index into p2p_pair_names. */
+void tr_mpi_init(struct tport *t, int pair, int preposted);
+void tr_shm_init(struct tport *t);
+void tr_memcpy_init(struct tport *t);
+
+#endif
