@@ -1,5 +1,5 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
-.PHONY: setup test run list references summary clean
+.PHONY: setup test run list references summary clean slowdown
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
 	bash ci/setup.sh
@@ -11,14 +11,18 @@ run: setup        ## the full point-to-point matrix on every stack, then the sum
 	bash ci/suite.sh full
 
 list:             ## list the ReFrame checks for every stack
-	. site/env.sh && cd reframe && reframe -c tests -l
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && cd reframe && reframe -c tests -l
 
-references:       ## regenerate reframe/references/*.csv from the run reports given in REPORTS
-	. site/env.sh && python3 -m testbed.references update $(REPORTS)
+references:       ## make references on this machine from RUNS (3) quick passes, or from REPORTS
+	if [ -n "$(REPORTS)" ]; then bash ci/references.sh --reports $(REPORTS); \
+	else bash ci/references.sh $(or $(RUNS),3) $(or $(KIND),absolute); fi
 
 summary:          ## print the summary table of the last full run again
-	. site/env.sh && python3 -m testbed.summary reframe/reports/last-full.json --out reframe/summary
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 -m testbed.summary reframe/reports/last-full.json --out reframe/summary
 
 clean:            ## remove run outputs (not the installed stacks)
 	rm -rf reframe/output reframe/perflogs reframe/reports reframe/summary* reframe/reframe.log
 	rm -rf /var/tmp/mpi-testbed-$$(id -un)
+
+slowdown:         ## prove the references bite: the p2p quick tests slowed by FACTOR (e.g. 1.2)
+	bash ci/slowdown.sh "$(FACTOR)" $(ARGS)

@@ -40,7 +40,8 @@ site_configuration = {
         'name': s.environ,
         'cc': s.compiler,
         'features': list(s.features),
-        'env_vars': [[k, v] for k, v in s.environment.items()],
+        # ReFrame writes these as 'export K=V' verbatim: quoted, {job}'s $$ left live
+        'env_vars': [[k, registry.shell_word(v)] for k, v in s.environment.items()],
         'extras': {'stack': s.name, 'family': s.family, 'origin': s.origin},
     } for s in STACKS],
     'logging': [{

@@ -2,7 +2,8 @@
 # build.sh --cc WRAPPER --out DIR [--extra-src FILE] [--src-dir DIR] [--work DIR] [--keep]
 #
 # Builds HPL 2.0 (the copy in Debian's hpcc source) for one MPI stack and puts
-# the program at DIR/xhpl, with DIR/build-info.json beside it.
+# the program at DIR/xhpl, with DIR/build-info.json beside it, and
+# DIR/dgemm_rate (the same BLAS's single-core DGEMM rate, see dgemm_rate.c).
 #   --cc WRAPPER     MPI compile wrapper, used as compiler and linker
 #   --out DIR        where xhpl goes (created if missing)
 #   --extra-src FILE a C file compiled into xhpl (LAM: ../common/lam_iovec_fix.c)
@@ -110,18 +111,25 @@ t1=$(date +%s.%N)
 ( cd "$WORK/hpl" && make arch=$ARCH ) > "$WORK/make.log" 2>&1 ||
     { tail -n 30 "$WORK/make.log" >&2; die "make failed (log: $WORK/make.log)"; }
 # HPCC's Make.ptest only archives the driver into libhpl.a; link xhpl here.
-INC="-I$WORK/hpl/include -I$WORK/hpl/include/$ARCH -DHPL_CALL_CBLAS"
+INC="-I$WORK/hpl/include -I$WORK/hpl/include/$ARCH -I$HERE/../common -DHPL_CALL_CBLAS"
 "$CC_W" -std=c99 -O2 -Wall -Wextra $INC -c "$HERE/xhpl_main.c" -o "$WORK/xhpl_main.o"
-objs="$WORK/xhpl_main.o"
+# The library version and self-binding every program of apps/ shares.
+for c in tb_version tb_bind; do
+    "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$HERE/../common/$c.c" -o "$WORK/$c.o"
+done
+objs="$WORK/xhpl_main.o $WORK/tb_version.o $WORK/tb_bind.o"
 if [ -n "$EXTRA" ]; then
     "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$EXTRA" -o "$WORK/extra.o"
     objs="$objs $WORK/extra.o"
 fi
 "$CC_W" -O2 -o "$WORK/xhpl" $objs "$WORK/hpl/lib/$ARCH/libhpl.a" $BLAS_LIBS -lm ||
     die "link failed"
+# Not an MPI program: the plain C compiler, xhpl's BLAS.
+cc -std=c99 -O2 -Wall -Wextra -o "$WORK/dgemm_rate" "$HERE/dgemm_rate.c" $BLAS_LIBS ||
+    die "dgemm_rate: build failed"
 t2=$(date +%s.%N)
 
-cp "$WORK/xhpl" "$OUT/xhpl"
+cp "$WORK/xhpl" "$WORK/dgemm_rate" "$OUT/"
 # build_s: make + link; total_s: also source check, extraction and patching.
 info=$(awk -v cc="$CC_W" -v ex="$EXTRA" -v blas="$BLAS" -v src="$(basename "$TARBALL")" \
            -v t0="$t0" -v t1="$t1" -v t2="$t2" 'BEGIN {

@@ -4,36 +4,53 @@
  * Why: HPCC turned HPL's driver into a function, HPL_main(), that its own
  * main() calls between MPI_Init and MPI_Finalize; the original main() is gone
  * (and HPCC's Make.ptest no longer links xhpl). This file gives it back, with
- * nothing else added: HPL_main reads HPL.dat from the working directory
+ * two things added: HPL_main reads HPL.dat from the working directory
  * (standalone.patch) and prints its usual report. The exit status is 0 after
  * any completed run, as with HPL: whether the residual checks passed is read
  * from the report (apps/hpl/hpl_input.py parse_hpl_output).
+ *
+ * Added, because this driver is the project's own: one HPL-RUN record before
+ * the report (the library's version, every rank's CPU) and one HPL-END after it
+ * (every rank's CPU again), so the test can name the library and see that the
+ * ranks sat on distinct CPUs and did not move; and --bind-self, for launchers
+ * that cannot bind (LAM): rank r pins itself to the r-th allowed CPU.
  */
 #include <stdio.h>
 #include <string.h>
 #include "hpl.h"
+#include "tb_bind.h"
+#include "tb_version.h"
 
 int HPL_main(int argc, char **argv, HPL_RuntimeData *rdata, int *failure);
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: mpiexec -n P*Q xhpl\n"
+            "usage: mpiexec -n P*Q xhpl [--bind-self]\n"
             "HPL 2.0 (from Debian's hpcc source): reads HPL.dat in the current\n"
             "directory and writes the report where HPL.dat's device line says\n"
-            "(6 = stdout). Write HPL.dat with apps/hpl/hpl_input.py.\n");
+            "(6 = stdout). Write HPL.dat with apps/hpl/hpl_input.py.\n"
+            "  --bind-self  pin rank r to the r-th CPU this process may use, for\n"
+            "               launchers that cannot bind (LAM)\n"
+            "Before the report rank 0 prints HPL-RUN {\"library_version\",\"ranks\",\n"
+            "\"self_bound\",\"bind_cpus\",\"cpus_start\"}, after it HPL-END {\"cpus_end\"}\n"
+            "(CPUs per rank, from sched_getcpu; bind_cpus -1 when not self-bound).\n");
 }
 
 int main(int argc, char **argv)
 {
     /* Options are checked before MPI_Init so a bad one never starts MPI. */
+    int bind_self = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
         }
-        fprintf(stderr, "xhpl: unknown argument '%s' (xhpl takes no arguments; see --help)\n",
-                argv[i]);
+        if (strcmp(argv[i], "--bind-self") == 0) {
+            bind_self = 1;
+            continue;
+        }
+        fprintf(stderr, "xhpl: unknown argument '%s' (see --help)\n", argv[i]);
         return 2;
     }
 
@@ -42,7 +59,30 @@ int main(int argc, char **argv)
     memset(&best, 0, sizeof best); /* HPL_main keeps the best Gflops in it */
 
     MPI_Init(&argc, &argv);
+    int rank, size, bind_cpu = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (bind_self && (bind_cpu = tb_bind_self(rank)) < 0) {
+        fprintf(stderr, "xhpl: --bind-self: rank %d could not pin itself to a CPU\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    char cpus[4096], bind_cpus[4096], raw[256], ver[512];
+    tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus, sizeof cpus);
+    tb_gather_json(bind_cpu, MPI_COMM_WORLD, bind_cpus, sizeof bind_cpus);
+    if (rank == 0) {
+        tb_library_version(raw, sizeof raw);
+        tb_json_escape(raw, ver, sizeof ver);
+        printf("HPL-RUN {\"library_version\":\"%s\",\"ranks\":%d,\"self_bound\":%s,"
+               "\"bind_cpus\":%s,\"cpus_start\":%s}\n", ver, size,
+               bind_self ? "true" : "false", bind_cpus, cpus);
+        fflush(stdout);
+    }
     HPL_main(argc, argv, &best, &failure);
+    tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus, sizeof cpus);
+    if (rank == 0) {
+        printf("HPL-END {\"cpus_end\":%s}\n", cpus);
+        fflush(stdout);
+    }
     MPI_Finalize();
     return 0;
 }

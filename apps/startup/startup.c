@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <mpi.h>
+#include "tb_version.h"
 
 #define TAG_HELLO 9
 
@@ -47,44 +48,6 @@ static int maybe_rank0(void)
             return atoi(v) == 0;
     }
     return 1; /* started by hand: a singleton */
-}
-
-/* First line of the library's own version string, as a JSON string body. */
-static void library_version(char *out, size_t outlen)
-{
-    const char *raw = "unknown";
-#if defined(MPI_VERSION) && MPI_VERSION >= 3
-    static char buf[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    MPI_Get_library_version(buf, &len);
-    raw = buf;
-#elif defined(LAM_VERSION)
-    raw = "LAM/MPI " LAM_VERSION; /* LAM_VERSION "7.1.4" is in lam_config.h */
-#endif
-    /* The full strings run over many lines (MPICH adds its configure line);
-     * the first names library and version.  Collapse runs of blanks, escape
-     * what JSON needs escaped. */
-    size_t o = 0;
-    int blank = 0;
-    for (const char *p = raw; *p && *p != '\n' && o + 7 < outlen; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == ' ' || c == '\t' || c == '\r') {
-            blank = 1;
-            continue;
-        }
-        if (blank && o > 0)
-            out[o++] = ' ';
-        blank = 0;
-        if (c == '"' || c == '\\') {
-            out[o++] = '\\';
-            out[o++] = (char)c;
-        } else if (c < 0x20) {
-            o += (size_t)snprintf(out + o, outlen - o, "\\u%04x", c);
-        } else {
-            out[o++] = (char)c;
-        }
-    }
-    out[o] = '\0';
 }
 
 int main(int argc, char **argv)
@@ -157,8 +120,9 @@ int main(int argc, char **argv)
             if (all[i] < lo) lo = all[i];
             if (all[i] > hi) hi = all[i];
         }
-        char version[1024];
-        library_version(version, sizeof version);
+        char raw[512], version[1024];
+        tb_library_version(raw, sizeof raw);
+        tb_json_escape(raw, version, sizeof version);
         printf("STARTUP {\"ranks\":%d,\"init_s_max\":%.6f,\"init_s_min\":%.6f,"
                "\"first_message_s\":%.6f,\"library_version\":\"%s\"}\n",
                size, hi, lo, (double)(first_ns - launch_ns) / 1e9, version);

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/resource.h>
 #include "lattice.h"
+#include "tb_bind.h"
+#include "tb_version.h"
 
 /* Thesis Table 6: lattice and trajectory count of the five experiments. */
 static const int preset_tab[5][5] = {
@@ -23,7 +25,7 @@ static const int preset_tab[5][5] = {
 #define DEF_EPSILON 0.02
 
 typedef struct {
-    int L[4], traj, steps, preset, comm, corrupt;
+    int L[4], traj, steps, preset, comm, corrupt, bind_self;
     double beta, eps;
     unsigned long long seed;
     int set_traj; /* given explicitly: overrides the preset */
@@ -47,6 +49,8 @@ static const char *usage_text =
 "                          or Irecv+Ssend+Wait (the 2002 MILC build)\n"
 "  --corrupt-link          test only: spoil one link after trajectory 1 so the\n"
 "                          unitarity check must fail\n"
+"  --bind-self             pin rank r to the r-th CPU this process may use, for\n"
+"                          launchers that cannot bind (LAM)\n"
 "  --help                  this text\n"
 "The number of ranks must be a power of two.\n";
 
@@ -90,7 +94,7 @@ static double parse_positive(const char *opt, const char *v, double hi)
 static void parse_args(int argc, char **argv, options *o)
 {
     static const char *dims[4] = { "--nx", "--ny", "--nz", "--nt" };
-    *o = (options){ { 4, 4, 4, 8 }, 10, DEF_STEPS, 0, COMM_ISEND, 0, 6.0,
+    *o = (options){ { 4, 4, 4, 8 }, 10, DEF_STEPS, 0, COMM_ISEND, 0, 0, 6.0,
                     DEF_EPSILON, 1, 0 };
     int setL[4] = { 0, 0, 0, 0 };
     for (int i = 1; i < argc; i++) {
@@ -103,6 +107,10 @@ static void parse_args(int argc, char **argv, options *o)
         }
         if (!strcmp(a, "--corrupt-link")) {
             o->corrupt = 1;
+            continue;
+        }
+        if (!strcmp(a, "--bind-self")) {
+            o->bind_self = 1;
             continue;
         }
         char *eq = strchr(a, '=');
@@ -331,6 +339,20 @@ static double max_unitarity_dev(const lattice *lat)
     return glob;
 }
 
+/* Kinetic energy -Tr P^2 of this rank's links: P is anti-hermitian, so it is
+ * the sum of |P_jk|^2 (= sum p_a^2 / 2 for the Gell-Mann components). */
+static double kinetic(const lattice *lat)
+{
+    double k = 0.0;
+    for (int i = 0; i < 4 * lat->vol; i++)
+        for (int j = 0; j < 3; j++)
+            for (int l = 0; l < 3; l++) {
+                double complex z = P[i].e[j][l];
+                k += creal(z) * creal(z) + cimag(z) * cimag(z);
+            }
+    return k;
+}
+
 static double cpu_seconds(void)
 {
     struct rusage ru;
@@ -346,31 +368,6 @@ static const char *num(double x, char *buf)
     if (!strpbrk(buf, ".eEn"))
         strcat(buf, ".0");
     return buf;
-}
-
-static void library_version(char *out, int len)
-{
-#if defined(LAM_VERSION)
-    char raw[256];
-    snprintf(raw, sizeof raw, "LAM/MPI %s", LAM_VERSION);
-#elif defined(MPI_VERSION) && MPI_VERSION >= 3
-    char raw[MPI_MAX_LIBRARY_VERSION_STRING];
-    int n;
-    MPI_Get_library_version(raw, &n);
-#else
-    char raw[256] = "unknown";
-#endif
-    /* first line only, trimmed, JSON-escaped */
-    int o = 0;
-    for (const char *p = raw; *p && *p != '\n' && o < len - 8; p++) {
-        if (*p == '"' || *p == '\\')
-            out[o++] = '\\', out[o++] = *p;
-        else if ((unsigned char)*p >= 0x20)
-            out[o++] = *p;
-    }
-    while (o > 0 && (out[o - 1] == ' ' || out[o - 1] == ','))
-        o--;
-    out[o] = 0;
 }
 
 int main(int argc, char **argv)
@@ -389,6 +386,18 @@ int main(int argc, char **argv)
     lat.comm = o.comm;
     if (lattice_layout(&lat, nranks, msg, sizeof msg))
         fail("%s", msg);
+    /* Pinned before any allocation, so memory is first touched where the rank
+     * runs; every rank's CPU goes into SU3-RUN and SU3-END, so a test can see
+     * that ranks sat on distinct CPUs and did not move. */
+    int bind_cpu = -1;
+    if (o.bind_self && (bind_cpu = tb_bind_self(rank)) < 0) {
+        fprintf(stderr, "su3_rmd: --bind-self: rank %d could not pin itself to a CPU\n",
+                rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    char cpus_start[4096], bind_cpus[4096], cpus_end[4096];
+    tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus_start, sizeof cpus_start);
+    tb_gather_json(bind_cpu, MPI_COMM_WORLD, bind_cpus, sizeof bind_cpus);
     size_t n = (size_t)lat.vol;
     U = malloc(sizeof(su3) * 4 * n);
     P = malloc(sizeof(su3) * 4 * n);
@@ -411,31 +420,36 @@ int main(int argc, char **argv)
         su3_unit(&U[i]); /* cold start */
 
     if (rank == 0) {
-        char ver[256];
+        char raw[256], ver[512];
         long fb[4];
-        library_version(ver, sizeof ver);
+        tb_library_version(raw, sizeof raw);
+        tb_json_escape(raw, ver, sizeof ver);
         for (int d = 0; d < 4; d++)
             fb[d] = lat.grid[d] > 1 ? (long)lat.face[d] * 4 * (long)sizeof(su3) : 0;
         printf("SU3-RUN {\"lattice\":[%d,%d,%d,%d],\"ranks\":%d,\"grid\":[%d,%d,%d,%d],"
                "\"preset\":%d,\"beta\":%s,\"trajectories\":%d,\"steps\":%d,\"epsilon\":%s,"
                "\"seed\":%llu,\"comm\":\"%s\",\"corrupt_link\":%s,\"library_version\":\"%s\","
                "\"local_volume\":%d,\"local_lattice\":[%d,%d,%d,%d],"
-               "\"face_bytes\":[%ld,%ld,%ld,%ld],\"staple_face_bytes\":[%ld,%ld,%ld,%ld]}\n",
+               "\"face_bytes\":[%ld,%ld,%ld,%ld],\"staple_face_bytes\":[%ld,%ld,%ld,%ld],"
+               "\"self_bound\":%s,\"bind_cpus\":%s,\"cpus_start\":%s}\n",
                o.L[0], o.L[1], o.L[2], o.L[3], nranks, lat.grid[0], lat.grid[1],
                lat.grid[2], lat.grid[3], o.preset, num(o.beta, b1), o.traj, o.steps,
                num(o.eps, b2), o.seed, o.comm == COMM_SSEND ? "ssend" : "isend",
                o.corrupt ? "true" : "false", ver, lat.vol, lat.l[0], lat.l[1], lat.l[2],
                lat.l[3], fb[0], fb[1], fb[2], fb[3], fb[0] * 3 / 4, fb[1] * 3 / 4,
-               fb[2] * 3 / 4, fb[3] * 3 / 4);
+               fb[2] * 3 / 4, fb[3] * 3 / 4, o.bind_self ? "true" : "false", bind_cpus,
+               cpus_start);
         fflush(stdout);
     }
 
     PROF(P_BARRIER, MPI_Barrier(MPI_COMM_WORLD));
     double t_start = MPI_Wtime(), cpu_start = cpu_seconds(), t_loop = 0.0;
+    double sites = (double)o.L[0] * o.L[1] * o.L[2] * o.L[3], plaq_prev = 0.0;
     for (int traj = 0; traj <= o.traj; traj++) {
-        double t0 = MPI_Wtime();
+        double t0 = MPI_Wtime(), kin[2] = { 0.0, 0.0 }, dH = 0.0;
         if (traj > 0) { /* leapfrog: half kick, (drift, kick) x steps, last kick half */
             refresh_momenta(&lat, P, o.seed, traj);
+            kin[0] = kinetic(&lat);
             force_update(&lat, 0.5 * o.eps, o.beta);
             for (int s = 1; s <= o.steps; s++) {
                 link_update(&lat, o.eps);
@@ -445,14 +459,26 @@ int main(int argc, char **argv)
                 for (int j = 0; j < 3; j++)
                     for (int k = 0; k < 3; k++)
                         U[0].e[j][k] *= 1.001; /* after reunitarisation */
+            kin[1] = kinetic(&lat);
         }
         double plaq = plaquette(&lat), dev = max_unitarity_dev(&lat);
+        if (traj > 0) {
+            /* Energy violation of this trajectory, H = -sum Tr P^2 + S with
+             * S = -(beta/3) sum_p Re Tr U_p + const and sum_p = plaquette x 6 sites. */
+            double k[2];
+            PROF(P_ALLREDUCE, MPI_Allreduce(kin, k, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+            dH = k[1] - k[0] - o.beta / 3.0 * 6.0 * sites * (plaq - plaq_prev);
+        }
+        plaq_prev = plaq;
         double dt = MPI_Wtime() - t0;
         if (traj > 0)
             t_loop += dt;
         if (rank == 0) {
+            char dh[32] = "null"; /* no dynamics at the cold start */
+            if (traj > 0)
+                snprintf(dh, sizeof dh, "%.6e", dH);
             printf("SU3-TRAJ {\"traj\":%d,\"plaquette\":%s,\"max_unitarity_dev\":%.3e,"
-                   "\"seconds\":%.6f}\n", traj, num(plaq, b1), dev, dt);
+                   "\"dH\":%s,\"seconds\":%.6f}\n", traj, num(plaq, b1), dev, dh, dt);
             fflush(stdout);
         }
         if (dev > 1e-10) { /* every rank holds the same reduced value */
@@ -467,6 +493,7 @@ int main(int argc, char **argv)
         }
     }
     double wall = MPI_Wtime() - t_start, cpu = cpu_seconds() - cpu_start;
+    tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus_end, sizeof cpus_end);
 
     /* Totals over ranks; these reductions are outside the profile. */
     double mine[3] = { cpu, cpu, 0.0 }, tot[3], csum[P_NCALLS], smax[P_NCALLS],
@@ -482,15 +509,16 @@ int main(int argc, char **argv)
     MPI_Reduce(prof_sec, ssum, P_NCALLS, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(prof_sec, smax, P_NCALLS, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        double sites = (double)o.L[0] * o.L[1] * o.L[2] * o.L[3];
         double per_traj = o.steps * (double)FLOPS_LINK + (o.steps + 1.0) * FLOPS_FORCE
                         + FLOPS_PLAQ;
         double flops = sites * (o.traj * per_traj + FLOPS_PLAQ);
         printf("SU3-END {\"wall_s\":%.6f,\"cpu_s\":%.6f,\"cpu_s_sum\":%.6f,\"mpi_s\":%.6f,"
                "\"comm_share\":%.4f,\"cpu_share\":%.4f,\"s_per_traj\":%.6f,"
-               "\"flops_per_site_step\":%d,\"flops\":%.0f,\"gflops\":%.4f}\n",
+               "\"flops_per_site_step\":%d,\"flops\":%.0f,\"gflops\":%.4f,"
+               "\"cpus_end\":%s}\n",
                wall, tot[0], tot[1], tot[2], tot[2] / wall, tot[0] / wall,
-               t_loop / o.traj, FLOPS_LINK + FLOPS_FORCE, flops, flops / wall * 1e-9);
+               t_loop / o.traj, FLOPS_LINK + FLOPS_FORCE, flops, flops / wall * 1e-9,
+               cpus_end);
         for (int k = 0; k < P_NCALLS; k++)
             if (csum[k] > 0)
                 printf("SU3-MPI {\"call\":\"%s\",\"count\":%.0f,\"seconds\":%.6f,"

@@ -11,7 +11,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import BuildError, ReframeError
 
-from testbed import references, registry
+from testbed import machine, references, registry
 
 APPS = registry.REPO / 'apps'
 REFERENCES = registry.REPO / 'reframe' / 'references'
@@ -110,6 +110,10 @@ class StackLaunch(rfm.RegressionMixin):
     library_version = variable(str, value='unknown')
     #: the registry's name of the stack (environment names cannot hold dots)
     stack_name = variable(str, value='')
+    #: test-only slowdown factor preloaded into the job (TESTBED_INJECT_SLOWDOWN; 1 = none)
+    injected_slowdown = variable(float, value=1.0)
+    #: the calls it slows (TESTBED_INJECT_CALLS; empty = the shim's default list)
+    injected_calls = variable(str, value='')
 
     @run_before('run')
     def launch_with_stack(self):
@@ -121,9 +125,12 @@ class StackLaunch(rfm.RegressionMixin):
             argv = stack.launch_command(self.num_tasks, self.knobs)
         except KeyError as err:
             raise ReframeError(f'{reg.path}: stacks.{stack.name}.knobs: {err.args[0]}') from None
-        self.env_vars.update(env)
+        # ReFrame writes env_vars ('export K=V') and the launcher words into the job script
+        # verbatim: quote them ({job}'s $$ stays live).
+        self.env_vars.update({k: registry.shell_word(v) for k, v in env.items()})
+        self.inject_slowdown()
         if self.current_partition.launcher_type.registered_name == 'local':
-            full = drop + argv
+            full = [registry.shell_word(a) for a in drop + argv]
             self.job.launcher.modifier = full[0]
             self.job.launcher.modifier_options = full[1:]
         if stack.boot:
@@ -138,33 +145,90 @@ class StackLaunch(rfm.RegressionMixin):
                 f'{{ echo "{stack.boot[0]} failed; see daemon-boot.log" >&2; exit 1; }}',
             ]
 
+    def inject_slowdown(self):
+        """Proof that references bite: with TESTBED_INJECT_SLOWDOWN=F in ReFrame's environment
+        the job preloads apps/slowdown's shim (ci/slowdown.sh builds it), which slows chosen
+        calls by F. In the job env, so lamboot's lamd and every launcher pass it to the ranks."""
+        factor = os.environ.get('TESTBED_INJECT_SLOWDOWN', '')
+        if not factor:
+            return
+        try:
+            self.injected_slowdown = float(factor)
+        except ValueError:
+            self.injected_slowdown = 0.0
+        if not 1.0 <= self.injected_slowdown <= 100.0:
+            raise ReframeError(f'TESTBED_INJECT_SLOWDOWN={factor!r}: expected a factor from '
+                               f'1 to 100, e.g. 1.2')
+        lib = os.environ.get('TESTBED_SLOWDOWN_LIB',
+                             '/var/tmp/mpi-testbed-slowdown/libslowdown.so')
+        if not os.path.exists(lib):
+            raise ReframeError(f'TESTBED_INJECT_SLOWDOWN: no shim at {lib} '
+                               f'(build it: make -C apps/slowdown)')
+        self.injected_calls = os.environ.get('TESTBED_INJECT_CALLS', '')
+        self.env_vars.update({'LD_PRELOAD': shlex.quote(lib),
+                              'TESTBED_SLOWDOWN': shlex.quote(factor)})
+        if self.injected_calls:
+            self.env_vars['TESTBED_SLOWDOWN_CALLS'] = shlex.quote(self.injected_calls)
+        if self.injected_slowdown > 1.0:
+            # Each rank says so at MPI_Init: fail the job if a launcher did not pass it on.
+            self.postrun_cmds += [
+                f'[ "$(grep -c "^slowdown: active" {self.job.stderr})" -ge {self.num_tasks} ] '
+                f'|| {{ echo "slowdown shim not active in every rank" >&2; exit 1; }}']
+
 
 class ReferenceLookup(rfm.RegressionMixin):
-    """Read this test's performance references from reframe/references/<reference_file>."""
+    """Read this test's performance references from reframe/references/<reference_file>.
+
+    Ratios to a baseline measured in the same job (portable variables) are looked up under the
+    machine type and travel; absolute figures under this machine's id (testbed/machine.py).
+    With TESTBED_REQUIRE_REFERENCES=1 (the README's test command) a missing portable reference
+    fails the test; a missing absolute one never does: the figure is reported, not asserted
+    (ci/suite.sh says so once per run)."""
 
     reference_file = variable(str)
     #: the row of the reference file this test case reads ('case' column)
     reference_case = variable(str, value='')
-    #: when true (the README's test command) a missing reference fails the test
+    #: when true a missing portable reference fails the test
     require_references = variable(typ.Bool, value=False)
+    #: false for runs whose figures are reported but never asserted (more ranks than cores)
+    assert_performance = variable(typ.Bool, value=True)
+    #: the machine record's keys, kept in the run report beside every figure
+    machine_type = variable(str, value='')
+    machine_id = variable(str, value='')
+    machine_record = variable(str, value='')
 
     @run_after('setup')
     def load_references(self):
+        rec = machine.record()
+        self.machine_type, self.machine_id = rec['machine_type'], rec['machine_id']
+        self.machine_record = json.dumps(rec, sort_keys=True)
+        # Oversubscribed runs are never asserted; TESTBED_MEASURE_ONLY=1 (making references)
+        # measures without asserting the references being replaced.
+        if not self.assert_performance or os.environ.get('TESTBED_MEASURE_ONLY') == '1':
+            self.reference = {}
+            return
         path = REFERENCES / self.reference_file
+        names = self.perf_variable_names()
         try:
-            table, missing = references.for_test(
-                path, self.current_system.name, self.current_partition.name,
-                stack_of(self)[1].name, type(self).__name__,
-                self.reference_case, self.perf_variable_names())
+            table, missing, _ = references.for_test(
+                path, self.current_system.name, self.current_partition.name, rec,
+                stack_of(self)[1].name, type(self).__name__, self.reference_case, names,
+                [n for n in names if self.portable_variable(n)])
         except references.ReferenceError as err:
             raise ReframeError(str(err)) from None
         if missing and (self.require_references or
                         os.environ.get('TESTBED_REQUIRE_REFERENCES') == '1'):
             raise ReframeError(
-                f'{path}: no reference for {self.current_partition.fullname} '
-                f'{stack_of(self)[1].name} {type(self).__name__} {self.reference_case} '
-                f'variable {missing[0]} (generate one: make references)')
+                f'{path}: no reference for {self.current_partition.fullname} machine type '
+                f'{rec["machine_type"]} {stack_of(self)[1].name} {type(self).__name__} '
+                f'{self.reference_case} variable {missing[0]} (generate one: make references)')
         self.reference = table
 
     def perf_variable_names(self):
         return list(self.perf_variables) or ['latency', 'bandwidth']
+
+    @staticmethod
+    def portable_variable(name):
+        """Ratios to a same-job baseline: p2p time over the shared-memory floor or memcpy,
+        HPL over single-core DGEMM, su3 over its single-rank run."""
+        return name.startswith(('time_over_', 'efficiency_')) or name == 'speedup'

@@ -5,6 +5,8 @@ the stacks through this module, so a malformed entry is reported once, here, wit
 the field that is wrong.
 """
 import os
+import re
+import shlex
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,27 @@ ORIGINS = {'debian', 'pypi', 'spack'}
 
 class RegistryError(ValueError):
     """A registry file that cannot be used; the message names the file and the field."""
+
+
+# What {job} becomes: the job script's PID, left for the shell to expand.
+JOB_PID = '$$'
+
+
+def shell_word(text):
+    """`text` as one shell word for a job script (env values, launcher arguments): quoted,
+    except each '$$' ({job}), which must stay live for the shell to expand."""
+    return JOB_PID.join(shlex.quote(part) if part else '' for part in text.split(JOB_PID)) \
+        or "''"
+
+
+def shell_join(argv):
+    """An argv as one job-script command line (shell_word for each argument)."""
+    return ' '.join(shell_word(a) for a in argv)
+
+
+# Control characters (newline, NUL, ESC, DEL, ...) have no safe place in a job script line.
+_CONTROL = re.compile(r'[\x00-\x1f\x7f]')
+_ENV_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 
 
 @dataclass(frozen=True)
@@ -38,6 +61,8 @@ class Knob:
             chosen = self.values[value]
             return dict(chosen.get('env', {})), list(chosen.get('launcher_options', []))
         text = str(value)
+        if _CONTROL.search(text):
+            raise KeyError(f'knob {self.name!r}: value {text!r} holds a control character')
         return ({k: v.replace('{value}', text) for k, v in self.env.items()},
                 [o.replace('{value}', text) for o in self.launcher_options])
 
@@ -68,7 +93,7 @@ class Stack:
 
     def _expand(self, text):
         # {job} becomes the job script's PID: unique per job, for per-job daemon sessions.
-        return text.replace('{prefix}', self.prefix).replace('{job}', '$$')
+        return text.replace('{prefix}', self.prefix).replace('{job}', JOB_PID)
 
     @property
     def compiler(self):
@@ -106,15 +131,27 @@ def _fail(path, where, message):
     raise RegistryError(f'{path}: {where}: {message}')
 
 
+def _text(path, where, value):
+    """Every registry string ends up in a shell script: quoted there, but no quoting makes a
+    control character safe, so it is refused here."""
+    bad = _CONTROL.search(value)
+    if bad:
+        _fail(path, where, f'{value!r} holds the control character {bad.group()!r} '
+              f'(not allowed in a value written into a job script)')
+    return value
+
+
 def _str(path, where, value):
     if not isinstance(value, str) or not value:
         _fail(path, where, f'expected a non-empty string, got {value!r}')
-    return value
+    return _text(path, where, value)
 
 
 def _str_list(path, where, value):
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         _fail(path, where, f'expected a list of non-empty strings, got {value!r}')
+    for i, v in enumerate(value):
+        _text(path, f'{where}[{i}]', v)
     return tuple(value)
 
 
@@ -125,8 +162,14 @@ def _bool(path, where, value):
 
 
 def _str_table(path, where, value):
+    """A table of environment variables: NAME = "value"."""
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         _fail(path, where, f'expected a table of strings, got {value!r}')
+    for k, v in value.items():
+        if not _ENV_NAME.fullmatch(k):
+            _fail(path, f'{where}.{k}', 'not a valid environment variable name '
+                  '(letters, digits and _, not starting with a digit)')
+        _text(path, f'{where}.{k}', v)
     return dict(value)
 
 

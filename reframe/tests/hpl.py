@@ -3,7 +3,12 @@
 One build per stack (fixture, scope 'environment'). One run per process grid; each run solves
 every N of its list in one HPL.dat written from the test's parameters (thesis Appendix A values
 for the rest). A run counts only with PASSED on every residual check and '0 tests completed and
-failed residual checks'. Perf: Gflop/s and seconds per N from the W[RC].. lines.
+failed residual checks'. Perf: Gflop/s and seconds per N from the W[RC].. lines, the
+single-core DGEMM rate of the same OpenBLAS measured in the same job (apps/hpl/dgemm_rate.c),
+and per N the efficiency HPL Gflop/s / (ranks x DGEMM Gflop/s): a ratio, which travels between
+machines where Gflop/s does not. Placement: when the ranks fit the cores, each ran on its own
+CPU and did not move (xhpl_main.c's HPL-RUN/HPL-END records). A grid with more ranks than cores
+is reported, never asserted as performance: it carries no reference.
 """
 import os
 import shlex
@@ -17,8 +22,10 @@ from reframe.core.builtins import fixture, parameter, run_after, run_before, san
 from reframe.core.exceptions import BuildError, ReframeError
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed.checks import (APPS, ReferenceLookup, StackLaunch, install_failure,  # noqa: E402
-                            stack_of)
+from testbed import registry  # noqa: E402
+from testbed.binding import placement_problem  # noqa: E402
+from testbed.checks import (APPS, ReferenceLookup, StackLaunch, drop_privileges,  # noqa: E402
+                            install_failure, records, stack_of)
 from testbed.perf import lookup, set_perf_variables  # noqa: E402
 
 sys.path.insert(0, str(APPS / 'hpl'))
@@ -55,6 +62,10 @@ class HplBuild(rfm.CompileOnlyRegressionTest):
     def xhpl(self):
         return os.path.join(self.stagedir, 'bin', 'xhpl')
 
+    @property
+    def dgemm_rate(self):
+        return os.path.join(self.stagedir, 'bin', 'dgemm_rate')
+
 
 @rfm.simple_test
 class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
@@ -67,6 +78,11 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     nb = variable(int, value=150)
     #: HPL's residual threshold (16.0); a tiny value is the test-only way to make checks fail
     threshold = variable(float, value=16.0)
+    #: the DGEMM baseline: matrix order and timed repetitions (the best one counts)
+    dgemm_n = variable(int, value=1500)
+    dgemm_reps = variable(int, value=5)
+    #: more ranks than cores: ranks take turns on the cores, so figures are reported only
+    oversubscribed = variable(bool, value=False)
     valid_systems = ['*']
     valid_prog_environs = ['+mpi']
     time_limit = '30m'
@@ -79,18 +95,42 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         self.p, self.q = (int(x) for x in self.grid.split('x'))
         self.num_tasks = self.p * self.q
         self.reference_case = self.grid
-        # Ranks beyond the cores take turns on them; such a grid gets its own (small) Ns.
+        # Ranks beyond the cores take turns on them; such a grid gets its own (small) Ns,
+        # and its figures are reported, not asserted (assert_performance: the attribute
+        # ReferenceLookup honours).
         self.oversubscribed = self.num_tasks > (os.cpu_count() or 1)
         self.ns = self.n_list_oversubscribed if self.oversubscribed else self.n_list
+        if self.oversubscribed:
+            self.assert_performance = False
 
     def perf_variable_names(self):
-        return [f'{what}_N{n}' for n in self.ns for what in ('gflops', 'time')]
+        """What ReferenceLookup looks up: nothing for a run that is only reported."""
+        if not getattr(self, 'assert_performance', True):
+            return []
+        return [f'{what}_N{n}' for n in self.ns for what in ('gflops', 'time', 'efficiency')] \
+            + ['dgemm_gflops']
+
+    @run_after('setup')
+    def drop_references(self):
+        # after ReferenceLookup.load_references (base-class hooks run first)
+        if not getattr(self, 'assert_performance', True):
+            self.reference = {}
 
     @run_before('performance')
     def define_perf(self):
+        # Cores that can run at once: an oversubscribed grid gets no more than the machine.
+        cores = min(self.num_tasks, os.cpu_count() or 1)
+        dgemm = self._dgemm()
         set_perf_variables(self, {f'gflops_N{n}': ('Gflop/s', self._field(n, 'gflops'))
                                   for n in self.ns} |
-                           {f'time_N{n}': ('s', self._field(n, 'time_s')) for n in self.ns})
+                           {f'time_N{n}': ('s', self._field(n, 'time_s')) for n in self.ns} |
+                           {'dgemm_gflops': ('Gflop/s', dgemm)} |
+                           {f'efficiency_N{n}': ('ratio', self._field(n, 'gflops') /
+                                                 (cores * dgemm)) for n in self.ns})
+
+    @sn.deferrable
+    def _dgemm(self):
+        return records(os.path.join(self.stagedir, 'dgemm.out'), 'DGEMM-RATE')[0]['gflops']
 
     @run_before('run')
     def write_input(self):
@@ -104,6 +144,15 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             raise ReframeError(f'HPL.dat: {err}') from None
         self.executable = self.build.xhpl
         self.env_vars['OPENBLAS_NUM_THREADS'] = '1'
+        reg, stack = stack_of(self)
+        if stack.self_bind:         # the launcher cannot bind (LAM): ranks pin themselves
+            self.executable_opts = ['--bind-self']
+        # The DGEMM baseline runs first, alone, in this job (after StackLaunch's daemon boot:
+        # a base class's hooks run first).
+        dgemm = drop_privileges(reg) + [self.build.dgemm_rate, '--n', str(self.dgemm_n),
+                                        '--reps', str(self.dgemm_reps)]
+        self.prerun_cmds.append(f'{registry.shell_join(dgemm)} > dgemm.out 2> dgemm.err')
+        self.keep_files = ['dgemm.out']
 
     def _output(self):
         with open(os.path.join(self.stagedir, self.stdout.evaluate())) as fh:
@@ -122,7 +171,25 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                             msg='HPL reports tests that failed their residual check'),
             sn.assert_not_found(r'FAILED', self.stdout, msg='a residual check FAILED'),
             sn.assert_true(self._complete(), msg='not every N of HPL.dat has a PASSED result'),
+            sn.assert_found(r'^HPL-END \{', self.stdout, msg='no HPL-END record'),
+            sn.assert_found(r'^DGEMM-RATE \{', 'dgemm.out',
+                            msg='the DGEMM baseline printed no record (see dgemm.err)'),
+            sn.assert_eq(self._placement(), True, msg='{0}'),
         ])
+
+    def _records(self, tag):
+        return records(os.path.join(self.stagedir, self.stdout.evaluate()), tag)
+
+    @sn.deferrable
+    def _placement(self):
+        if self.oversubscribed:
+            return True         # ranks take turns on the cores: nothing to assert
+        return placement_problem(self._records('HPL-RUN')[0], self._records('HPL-END')[0],
+                                 stack_of(self)[1].self_bind) or True
+
+    @run_after('sanity')
+    def note_version(self):
+        self.library_version = self._records('HPL-RUN')[0].get('library_version', 'unknown')
 
     @sn.deferrable
     def _complete(self):

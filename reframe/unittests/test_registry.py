@@ -89,3 +89,58 @@ def test_good_minimal_entry_loads(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(registry.RegistryError, match='no such file'):
         registry.load(tmp_path / 'nope.toml')
+
+
+# --- values go into job scripts: quoted there, control characters refused at load ----------
+
+@pytest.mark.parametrize('extra, field', [
+    ('env = { X = "a\\nb" }\n', 'stacks.x-1.0.env.X'),
+    ('env = { X = "a\\u0000b" }\n', 'stacks.x-1.0.env.X'),
+    ('launcher_options = ["--x", "a\\u001bb"]\n', 'stacks.x-1.0.launcher_options[1]'),
+    ('boot = ["xboot\\t-v"]\nhalt = ["xhalt"]\n', 'stacks.x-1.0.boot[0]'),
+    ('[stacks."x-1.0".knobs.t]\nvalues.a = { env = { Y = "1\\r" } }\n',
+     'stacks.x-1.0.knobs.t.values.a.env.Y'),
+])
+def test_control_characters_are_refused_naming_file_and_field(tmp_path, extra, field):
+    path = tmp_path / 'stacks.toml'
+    path.write_text(GOOD + extra)
+    with pytest.raises(registry.RegistryError, match='control character') as err:
+        registry.load(path)
+    assert str(err.value).startswith(f'{path}: {field}: ')
+
+
+def test_env_name_that_is_no_shell_name_is_refused(tmp_path):
+    path = tmp_path / 'stacks.toml'
+    path.write_text(GOOD + 'env = { "A;B" = "1" }\n')
+    with pytest.raises(registry.RegistryError, match='not a valid environment variable name'):
+        registry.load(path)
+
+
+def sh(script):
+    import subprocess
+    return subprocess.run(['sh', '-c', script], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.mark.parametrize('value', ['a b', "it's", 'x;rm -rf /tmp/nope', '$HOME', '`id`',
+                                   '"q"', 'tab\\', '*', ''])
+def test_quoted_value_reaches_the_program_unchanged(value):
+    assert sh(f'export K={registry.shell_word(value)}; printf %s "$K"') == value
+    assert sh(f'printf "%s|" {registry.shell_join(["a", value, "b c"])}') == f'a|{value}|b c|'
+
+
+def test_job_pid_stays_live_in_lam_session_suffix():
+    lam = registry.load(REAL).stacks['lam-7.1']
+    word = registry.shell_word(lam.environment['LAM_MPI_SESSION_SUFFIX'])
+    assert word == 'testbed$$'
+    out = sh(f'export K={word}; printf "%s %s" "$K" "$$"').split()
+    assert out[0] == f'testbed{out[1]}'
+    # the rest of a value around $$ is quoted, $$ itself is not
+    value, pid = sh(f'printf "%s|%s" {registry.shell_word("a b$$c;")} "$$"').split('|')
+    assert value == f'a b{pid}c;'
+
+
+def test_knob_value_with_control_character_is_refused():
+    lam = registry.load(REAL).stacks['lam-7.1']
+    with pytest.raises(KeyError, match='control character'):
+        lam.launch_command(2, {'tcp_socket_buffer': '1\n2'})

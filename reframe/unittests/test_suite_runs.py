@@ -60,8 +60,9 @@ def test_malformed_registry_names_file_and_field(workdir):
 
 def test_malformed_reference_file_fails_the_test_before_it_runs(workdir):
     bad = workdir / 'refs.csv'
-    bad.write_text('system,partition,stack,test,case,variable,value,lower,upper,unit,runs\n'
-                   'testbed-local,default,mpich-4.0,P2PMatrix,x,latency,fast,-0.1,0.1,us,r\n')
+    bad.write_text('system,partition,machine,stack,test,case,variable,value,lower,upper,unit,'
+                   'runs\ntestbed-local,default,m-1,mpich-4.0,P2PMatrix,x,latency,fast,-0.1,'
+                   '0.1,us,r\n')
     proc, cases = reframe(workdir, '-r', *QUICK, '-p', 'mpich-4_0',
                           '-S', f'P2PMatrix.reference_file={bad}')
     assert proc.returncode != 0
@@ -95,16 +96,18 @@ features = ["mpi"]
 @pytest.mark.parametrize('how', [['-S', 'P2PMatrix.corrupt_at=1200'],
                                  ['-S', 'P2PMatrix.samples=0']])
 def test_failed_lam_run_leaves_no_daemon(workdir, how):
-    before = procs.leftovers()
-    assert not before, f'leftovers before the test: {before}'
-    proc, cases = reframe(workdir, '-r', *QUICK, '-p', 'lam-7_1', *how)
+    # The run's own marker: daemons of other runs on the machine are not this test's.
+    run_id = f'pytest-{workdir.name}'
+    proc, cases = reframe(workdir, '-r', *QUICK, '-p', 'lam-7_1', *how,
+                          env={procs.RUN_ID: run_id})
     tc = cases[('P2PMatrix', 'lam-7_1')]
     assert tc['result'] == 'fail'
     (err,) = (workdir / 'stage').glob('*/*/lam-7_1/P2PMatrix_*/rfm_job.err')
-    expected = ('payload check failed: pair Send-Recv variant complete size 1200 bytes'
+    expected = ('payload check failed on rank 0: transport mpi pair Send-Recv variant '
+                'complete size 1200 bytes'
                 if 'corrupt_at' in how[1] else '--samples')
     assert expected in err.read_text()
-    assert procs.leftovers() == []
+    assert procs.leftovers(run_id=run_id) == []
 
 
 def test_every_test_file_loads(workdir):

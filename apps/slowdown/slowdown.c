@@ -1,0 +1,256 @@
+/* libslowdown.so: test-only slowdown injection, loaded with LD_PRELOAD.
+ *
+ * It exists to prove that performance references bite: a chosen call is made
+ * slower by a known factor f and the suite must fail. After the real call
+ * returns, the caller busy-waits (f - 1) x the call's own elapsed time
+ * (CLOCK_MONOTONIC; "own": see below), so the call takes f times as long.
+ *
+ *   TESTBED_SLOWDOWN        factor f, 1 <= f <= 100; absent, empty or 1: inactive
+ *   TESTBED_SLOWDOWN_CALLS  comma list of calls to slow (default: DEFAULT_CALLS)
+ *
+ * No link-time MPI dependency: the library is preloaded into launchers and
+ * daemons too (mpiexec, hydra proxies, prterun, lamboot/lamd), which have no
+ * MPI library. The real functions are found at first use with
+ * dlsym(RTLD_NEXT). Since MPI handles are ints in MPICH-derived libraries and
+ * pointers in Open MPI and LAM, every MPI argument is passed through as an
+ * intptr_t: on x86-64 each is an integer-class argument in a 64-bit register
+ * or stack slot, so the callee reads what the caller wrote whatever its type.
+ *
+ * "Own" elapsed time: a blocking call's elapsed time includes the waits the
+ * shim injected into the other ranks meanwhile (in a ping-pong, my Recv lasts
+ * as long as my partner's padding). Padding that too compounds hop after hop:
+ * the injected wait grows by 1/(2 - f) and without bound from f = 2 (seen: a
+ * p2p run at f = 2 never ends). So the ranks started by one parent (hydra
+ * proxy, mpirun, prterun, lamd: ranks on this node of this job) add up their
+ * injected waits in a shared counter, and a call's pad is (f - 1) x (its
+ * elapsed time - the others' injected waits that ended during it).
+ * The effective slowdown of a figure is still not f: measure it (README.md).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef intptr_t I;
+
+/* Every call the shim can slow; the index is its bit in `slowed`. */
+enum { SEND, SSEND, ISEND, ISSEND, RECV, IRECV, WAIT, WAITALL, ALLREDUCE,
+       REDUCE, BARRIER, BCAST, IPROBE, CBLAS_DGEMM, DGEMM, NCALLS, INIT = NCALLS };
+static const char *const names[NCALLS + 1] = {
+    "MPI_Send", "MPI_Ssend", "MPI_Isend", "MPI_Issend", "MPI_Recv", "MPI_Irecv",
+    "MPI_Wait", "MPI_Waitall", "MPI_Allreduce", "MPI_Reduce", "MPI_Barrier",
+    "MPI_Bcast", "MPI_Iprobe", "cblas_dgemm", "dgemm_", "MPI_Init",
+};
+/* What p2p, su3_rmd and HPL spend their timed regions in. Not by default:
+ * MPI_Barrier and MPI_Bcast (set-up and sample boundaries, outside the timed
+ * regions; slowing them would carry a ping-pong's compounding from one sample
+ * to the next) and MPI_Iprobe (HPL's polling loop: its elapsed time is spin). */
+#define DEFAULT_CALLS "MPI_Send,MPI_Ssend,MPI_Isend,MPI_Issend,MPI_Recv," \
+    "MPI_Irecv,MPI_Wait,MPI_Waitall,MPI_Allreduce,MPI_Reduce,cblas_dgemm,dgemm_"
+
+static double extra;            /* f - 1; 0 when inactive */
+static unsigned slowed;         /* bit i: names[i] is slowed */
+static void *real[NCALLS + 1];
+static __thread int depth;      /* a slowed call made inside a slowed call is not slowed again */
+
+static void bad(const char *var, const char *val, const char *why)
+{
+    fprintf(stderr, "slowdown: %s='%s': %s\n", var, val, why);
+    _exit(2);
+}
+
+/* Runs in every process that loads the library, launchers included: a bad
+ * setting stops the first of them, before any rank starts. */
+__attribute__((constructor)) static void configure(void)
+{
+    const char *f = getenv("TESTBED_SLOWDOWN");
+    if (!f || !*f)
+        return;
+    char *end;
+    errno = 0;
+    double v = strtod(f, &end);
+    if (end == f || *end || errno || !isfinite(v) || v < 1.0 || v > 100.0)
+        bad("TESTBED_SLOWDOWN", f, "expected a factor from 1 to 100, e.g. 1.2");
+    if (v == 1.0)
+        return;
+    const char *list = getenv("TESTBED_SLOWDOWN_CALLS");
+    if (!list)
+        list = DEFAULT_CALLS;
+    char buf[1024];
+    if (!*list || strlen(list) >= sizeof buf)
+        bad("TESTBED_SLOWDOWN_CALLS", list, "expected a comma list of call names");
+    strcpy(buf, list);
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int i = 0;
+        while (i < NCALLS && strcmp(tok, names[i]))
+            i++;
+        if (i == NCALLS) {
+            char why[512];
+            snprintf(why, sizeof why, "unknown call '%s'; known: " DEFAULT_CALLS
+                     ",MPI_Barrier,MPI_Bcast,MPI_Iprobe", tok);
+            bad("TESTBED_SLOWDOWN_CALLS", list, why);
+        }
+        slowed |= 1u << i;
+    }
+    extra = v - 1.0;
+}
+
+static void *resolve(int i)
+{
+    void *fn = __atomic_load_n(&real[i], __ATOMIC_RELAXED);
+    if (!fn) {
+        fn = dlsym(RTLD_NEXT, names[i]);
+        if (!fn) {
+            fprintf(stderr, "slowdown: %s not found in the libraries after the shim\n", names[i]);
+            abort();
+        }
+        __atomic_store_n(&real[i], fn, __ATOMIC_RELAXED);
+    }
+    return fn;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Total of the waits injected by the ranks of this node and job (see top):
+ * a page in /dev/shm named after the parent process, mapped at the first
+ * slowed call (launchers and daemons never make one). Without it (no
+ * /dev/shm) a private counter: calls are then padded on their full time. */
+static int64_t private_total, *total;
+static char shm_path[64];
+
+static int64_t *shared_total(void)
+{
+    if (total)
+        return total;
+    snprintf(shm_path, sizeof shm_path, "/dev/shm/testbed-slowdown.%d.%d",
+             (int)getuid(), (int)getppid());
+    int fd = open(shm_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    void *p = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, 4096) == 0)
+        p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0)
+        close(fd);
+    total = p == MAP_FAILED ? &private_total : p;
+    return total;
+}
+
+/* Every rank removes the name at exit; ranks still running keep their mapping. */
+__attribute__((destructor)) static void unlink_total(void)
+{
+    if (total && total != &private_total)
+        unlink(shm_path);
+}
+
+static int64_t others(void)
+{
+    return __atomic_load_n(shared_total(), __ATOMIC_RELAXED);
+}
+
+/* Busy-wait, not sleep: a sleep's wake-up latency (tens of us) would swamp
+ * the sub-microsecond calls of a shared-memory ping-pong. The wait is added
+ * to the shared total when it ends, so a partner blocked on it sees it. */
+static void pad(int64_t t0, int64_t before)
+{
+    int64_t t1 = now_ns(), own = (t1 - t0) - (others() - before);
+    if (own <= 0)
+        return;
+    int64_t until = t1 + (int64_t)(extra * (double)own), t;
+    while ((t = now_ns()) < until)
+        ;
+    __atomic_add_fetch(total, t - t1, __ATOMIC_RELAXED);
+}
+
+#define ACTIVE(i) ((slowed >> (i)) & 1u && !depth)
+
+/* One wrapper for a call returning int; PARAMS names the arguments, ARGS passes them. */
+#define WRAP(i, name, PARAMS, ARGS)                                  \
+    int name PARAMS                                                  \
+    {                                                                \
+        typedef int (*fn_t) PARAMS;                                  \
+        fn_t fn = (fn_t)resolve(i);                                  \
+        if (!ACTIVE(i))                                              \
+            return fn ARGS;                                          \
+        depth++;                                                     \
+        int64_t before = others(), t0 = now_ns();                    \
+        int rc = fn ARGS;                                            \
+        pad(t0, before);                                             \
+        depth--;                                                     \
+        return rc;                                                   \
+    }
+
+WRAP(SEND, MPI_Send, (I a, I b, I c, I d, I e, I f), (a, b, c, d, e, f))
+WRAP(SSEND, MPI_Ssend, (I a, I b, I c, I d, I e, I f), (a, b, c, d, e, f))
+WRAP(ISEND, MPI_Isend, (I a, I b, I c, I d, I e, I f, I g), (a, b, c, d, e, f, g))
+WRAP(ISSEND, MPI_Issend, (I a, I b, I c, I d, I e, I f, I g), (a, b, c, d, e, f, g))
+WRAP(RECV, MPI_Recv, (I a, I b, I c, I d, I e, I f, I g), (a, b, c, d, e, f, g))
+WRAP(IRECV, MPI_Irecv, (I a, I b, I c, I d, I e, I f, I g), (a, b, c, d, e, f, g))
+WRAP(WAIT, MPI_Wait, (I a, I b), (a, b))
+WRAP(WAITALL, MPI_Waitall, (I a, I b, I c), (a, b, c))
+WRAP(ALLREDUCE, MPI_Allreduce, (I a, I b, I c, I d, I e, I f), (a, b, c, d, e, f))
+WRAP(REDUCE, MPI_Reduce, (I a, I b, I c, I d, I e, I f, I g), (a, b, c, d, e, f, g))
+WRAP(BARRIER, MPI_Barrier, (I a), (a))
+WRAP(BCAST, MPI_Bcast, (I a, I b, I c, I d, I e), (a, b, c, d, e))
+WRAP(IPROBE, MPI_Iprobe, (I a, I b, I c, I d, I e), (a, b, c, d, e))
+
+/* The BLAS calls return nothing and cblas_dgemm passes alpha and beta in
+ * floating-point registers, so they get their real prototypes. HPL calls
+ * cblas_dgemm: on a 1x1 grid it is the only place a slowdown can show. */
+void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha,
+                 const double *a, int lda, const double *b, int ldb, double beta,
+                 double *c, int ldc)
+{
+    typedef void (*fn_t)(int, int, int, int, int, int, double, const double *, int,
+                         const double *, int, double, double *, int);
+    fn_t fn = (fn_t)resolve(CBLAS_DGEMM);
+    int on = ACTIVE(CBLAS_DGEMM);
+    int64_t before = on ? others() : 0, t0 = on ? now_ns() : 0;
+    depth += on;
+    fn(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    depth -= on;
+    if (on)
+        pad(t0, before);
+}
+
+/* Fortran dgemm_: 13 pointers, then gfortran's two hidden lengths of the
+ * TRANS strings (integer class too). */
+void dgemm_(I a, I b, I c, I d, I e, I f, I g, I h, I i, I j, I k, I l, I m, I n, I o)
+{
+    typedef void (*fn_t)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, I);
+    fn_t fn = (fn_t)resolve(DGEMM);
+    int on = ACTIVE(DGEMM);
+    int64_t before = on ? others() : 0, t0 = on ? now_ns() : 0;
+    depth += on;
+    fn(a, b, c, d, e, f, g, h, i, j, k, l, m, n, o);
+    depth -= on;
+    if (on)
+        pad(t0, before);
+}
+
+/* Not slowed: says, once per rank, that the shim reached it. */
+int MPI_Init(I argc, I argv)
+{
+    int rc = ((int (*)(I, I))resolve(INIT))(argc, argv);
+    if (extra > 0.0) {
+        char list[512] = "";
+        for (int i = 0; i < NCALLS; i++)
+            if ((slowed >> i) & 1u)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                         *list ? "," : "", names[i]);
+        fprintf(stderr, "slowdown: active factor %g on %s (pid %d)\n", extra + 1.0, list,
+                (int)getpid());
+    }
+    return rc;
+}

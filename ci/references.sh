@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Make references on this machine from N runs of the README's quick pass (default 3):
+#   ci/references.sh [N] [absolute|ratio|all]        (make references RUNS=N KIND=...)
+#   ci/references.sh --reports R1.json R2.json ...    (from runs already made)
+# absolute (the default) writes rows keyed by this machine's id: they are asserted here only.
+# ratio writes the portable rows keyed by the machine type, the ones the repository ships; a
+# commit that changes them names the runs (their session ids are in the rows).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+TESTBED_REPO=$repo . "$repo/site/env.sh"
+kind=absolute
+if [ "${1:-}" = "--reports" ]; then
+    shift
+    reports=("$@")
+    kind=${TESTBED_REFERENCE_KIND:-all}
+else
+    runs=${1:-3}; kind=${2:-absolute}
+    case "$runs" in ''|*[!0-9]*) echo "error: RUNS: '$runs' is not a whole number" >&2; exit 2;; esac
+    [ "$runs" -ge 3 ] || { echo "error: RUNS: a tolerance needs at least 3 runs, got $runs" >&2; exit 2; }
+    reports=()
+    for i in $(seq 1 "$runs"); do
+        echo "== reference run $i of $runs"
+        # References are not asserted while they are being made.
+        TESTBED_MEASURE_ONLY=1 TESTBED_REQUIRE_REFERENCES=0 bash "$repo/ci/suite.sh" quick
+        out="$repo/reframe/reports/reference-run-$i.json"
+        cp "$repo/reframe/reports/last-quick.json" "$out"
+        reports+=("$out")
+    done
+fi
+case "$kind" in absolute|ratio|all) ;; *) echo "error: KIND: '$kind' is not absolute, ratio or all" >&2; exit 2;; esac
+cd "$repo/reframe" && python3 -m testbed.references update --only "$kind" "${reports[@]}"

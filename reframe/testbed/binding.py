@@ -1,0 +1,32 @@
+"""Where the ranks ran: each program reports every rank's CPU (sched_getcpu) at start and end,
+and, when the rank pinned itself (--bind-self, stacks whose registry entry says self_bind), the
+CPU it asked for. A run that is not oversubscribed must show one distinct CPU per rank that did
+not change; a self-bound rank r must be on the (r mod n)-th CPU the job may use."""
+import os
+
+
+def allowed_cpus():
+    """The CPUs this job may use, in order (ReFrame's local scheduler: the same as ours)."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def placement_problem(run, end, self_bind=False, allowed=None):
+    """None when the placement holds, else what is wrong. `run` is the start record (fields
+    self_bound, bind_cpus, cpus_start), `end` the end record (cpus_end); `self_bind`: the
+    registry says the ranks must pin themselves (so a run that did not is wrong too)."""
+    allowed = allowed if allowed is not None else allowed_cpus()
+    start, stop = run['cpus_start'], end['cpus_end']
+    if self_bind and not run.get('self_bound'):
+        return 'the stack needs self-binding (registry self_bind) but the ranks did not pin'
+    if len(start) != len(stop) or not start:
+        return f'CPU lists of different length: start {start}, end {stop}'
+    if start != stop:
+        return f'ranks moved: CPUs per rank at start {start}, at end {stop}'
+    if len(set(start)) != len(start):
+        return f'ranks share CPUs: {start} (one distinct CPU per rank expected)'
+    if run.get('self_bound'):
+        asked = [allowed[r % len(allowed)] for r in range(len(start))]
+        if run['bind_cpus'] != asked or start != asked:
+            return (f'self-bound ranks not on the CPUs asked: expected {asked}, pinned to '
+                    f'{run["bind_cpus"]}, ran on {start}')
+    return None

@@ -1,0 +1,87 @@
+"""The slowdown shim (apps/slowdown) that proves references bite: it must really slow the
+ranks of an MPICH job, and refuse bad settings naming the variable (the set-up must have run)."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from testbed import registry
+from testbed.checks import drop_privileges
+
+REPO = registry.REPO
+SIZES = (8, 1048576)
+
+
+@pytest.fixture(scope='module')
+def built():
+    """The shim and p2p for mpich-4.0, built in a copy under /var/tmp that the job account
+    can read (pytest's tmp_path is private to root; the repository tree stays clean)."""
+    path = Path(tempfile.mkdtemp(prefix='testbed-slowdown-', dir='/var/tmp'))
+    shutil.copytree(REPO / 'apps', path / 'apps')
+    subprocess.run(['make', '-s', '-C', str(path / 'apps' / 'slowdown'), f'OUT={path}'],
+                   check=True, capture_output=True)
+    subprocess.run(['make', '-s', '-C', str(path / 'apps' / 'p2p'), 'CC=mpicc.mpich'],
+                   check=True, capture_output=True)
+    subprocess.run(['chmod', '-R', 'a+rX', str(path)], check=True)
+    yield path / 'libslowdown.so', path / 'apps' / 'p2p' / 'p2p'
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def p2p(built, **env):
+    """One Send-Recv run as a job runs it; the shim preloaded with `env` as its settings."""
+    shim, program = built
+    reg = registry.load()
+    cmd = drop_privileges(reg) + reg.stacks['mpich-4.0'].launch_command(2) + \
+        [str(program), '--pair', 'Send-Recv', '--sizes', ','.join(map(str, SIZES)),
+         '--samples', '5']
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith('TESTBED_SLOWDOWN')}
+    return subprocess.run(cmd, env=dict(full_env, LD_PRELOAD=str(shim), **env),
+                          capture_output=True, text=True, timeout=120, cwd=shim.parent)
+
+
+def medians(proc):
+    assert proc.returncode == 0, proc.stderr
+    out = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith('P2P {'):
+            rec = json.loads(line[4:])
+            if rec.get('transport', 'mpi') == 'mpi':     # other transports are baselines
+                out[rec['size_bytes']] = rec['median_us']
+    assert sorted(out) == list(SIZES), proc.stdout
+    return out
+
+
+def test_factor_2_slows_both_sizes_by_at_least_1_5(built):
+    # Alternate clean and slowed runs and keep each one's best median: noise only adds time,
+    # so a burst in a clean run cannot pass for a missing slowdown (the shim measured about
+    # 2x on both sizes here; an inactive shim gives 1x and fails).
+    clean, slow = {}, {}
+    for _ in range(2):
+        proc = p2p(built)
+        assert 'slowdown:' not in proc.stderr      # inactive: says nothing
+        for size, us in medians(proc).items():
+            clean[size] = min(us, clean.get(size, us))
+        proc = p2p(built, TESTBED_SLOWDOWN='2')
+        assert proc.stderr.count('slowdown: active factor 2 on MPI_Send,') == 2, proc.stderr
+        for size, us in medians(proc).items():
+            slow[size] = min(us, slow.get(size, us))
+    ratios = {size: slow[size] / clean[size] for size in SIZES}
+    assert all(r >= 1.5 for r in ratios.values()), f'slowed/clean medians: {ratios}'
+
+
+@pytest.mark.parametrize('env, message', [
+    ({'TESTBED_SLOWDOWN': 'abc'}, "TESTBED_SLOWDOWN='abc': expected a factor from 1 to 100"),
+    ({'TESTBED_SLOWDOWN': '0.5'}, "TESTBED_SLOWDOWN='0.5': expected a factor from 1 to 100"),
+    ({'TESTBED_SLOWDOWN': '1.5', 'TESTBED_SLOWDOWN_CALLS': 'MPI_Send,MPI_Sned'},
+     "TESTBED_SLOWDOWN_CALLS='MPI_Send,MPI_Sned': unknown call 'MPI_Sned'"),
+])
+def test_bad_setting_stops_the_job_naming_the_variable(built, env, message):
+    proc = p2p(built, **env)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert proc.stderr.count('slowdown:') == 1    # the first process to load it stops
+    assert 'P2P' not in proc.stdout
