@@ -25,6 +25,9 @@ TOOL_PACKAGES = [REFRAME_PIN, 'pytest==8.3.5']
 # hpcc source from Debian's archive.
 BASE_DEBS = ['build-essential', 'python3-venv', 'util-linux', 'procps', 'libopenblas-dev',
              'libopenblas0-serial', 'patch', 'curl']
+# The peer benchmarks reframe/tests/peers.py compares apps/p2p with (IMB-MPI1 comes with the
+# Intel MPI wheel): NetPIPE 3.7.2 built against Debian's MPICH, Open MPI and LAM.
+PEER_DEBS = ['netpipe-mpich2', 'netpipe-openmpi', 'netpipe-lam']
 HPL_SOURCE = 'src/hpcc'      # under the testbed home; apps/hpl/build.sh --src-dir
 
 
@@ -128,6 +131,7 @@ def main(argv=None):
     t0 = time.monotonic()
     for step, action in [
         ('base packages', lambda f: apt_install(BASE_DEBS, f, updated)),
+        ('peer benchmarks', lambda f: apt_install(PEER_DEBS, f, updated)),
         ('ReFrame venv', lambda f: make_venv(str(home / 'reframe'), TOOL_PACKAGES, f)),
         (f'account {reg.run_as}', lambda f: ensure_account(reg.run_as, f)),
     ]:

@@ -10,8 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+from testbed import peer_table
 from testbed.references import final_cases
-from testbed.sizes import SCHEDULES
 
 
 def cases(report):
@@ -77,12 +77,15 @@ def tables(rows, stacks):
         if m not in modes:
             modes.append(m)
     out = []
-    small, large = SCHEDULES['small'][0], SCHEDULES['large'][-1]
     for title, rng, var in [
-            (f'Latency at {small} bytes (us, median half round trip), range small',
-             'small', 'latency'),
-            (f'Bandwidth at {large:,} bytes (MB/s = 10^6 bytes/s, from the median), range large',
-             'large', 'bandwidth')]:
+            ('Latency over the small range, 300..4,800 bytes (us, geometric mean of the '
+             'per-size medians of the half round trip)', 'small', 'latency'),
+            ('MPI time over the shared-memory floor, small range (ratio, same job; the '
+             'portable reference)', 'small', 'time_over_shm'),
+            ('Bandwidth over the large range, 200,000..2,000,000 bytes (MB/s = 10^6 bytes/s, '
+             'geometric mean of the per-size medians)', 'large', 'bandwidth'),
+            ('MPI time over the shared-memory floor, large range (ratio, same job)', 'large',
+             'time_over_shm')]:
         present = [m for m in modes if any(cell(rows, s, m, rng, var) != '-' for s in stacks)]
         if not present:
             continue
@@ -146,6 +149,7 @@ def render(report):
     lines.append('')
     lines += tables(rows, stacks)
     lines += app_tables(report, stacks)
+    lines += peer_table.render(report)
     failed = [tc for tc in cases(report) if tc['result'] in ('fail', 'fail_deps')]
     if failed:
         lines.append(f'### Failed ({len(failed)})\n')

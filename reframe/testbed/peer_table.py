@@ -1,0 +1,117 @@
+"""The peers of apps/p2p: read the tables IMB-MPI1 PingPong and NetPIPE 3.7.2 print, and render
+the summary's side-by-side table from a run report (PeerCompare, reframe/tests/peers.py).
+
+Units: us = microseconds, half of a round trip; MB/s = 10^6 bytes/s.
+"""
+import re
+
+from testbed.references import final_cases
+
+# PeerCompare's perf variables: <peer>_<size>B_<kind>, kind ours | peer (us) | ratio (ours/peer)
+PERF_VAR = re.compile(r'^(imb|netpipe)_(\d+)B_(ours|peer|ratio)$')
+
+
+def parse_imb(text):
+    """Rows of the PingPong table: size_bytes, repetitions, t_avg_us (and t_min_us, t_max_us
+    under -multi 0) and MBps. IMB's t is the loop time / repetitions / 2 (scale_time 0.5 for
+    PingPong); without -multi 0 it prints one t, the largest of the two ranks' loop means."""
+    rows, columns, inside = [], None, False
+    for line in text.splitlines():
+        if line.startswith('# Benchmarking '):
+            inside = line.split()[2] == 'PingPong'
+            columns = None
+        elif inside and line.strip().startswith('#bytes'):
+            columns = line.split()
+        elif inside and columns and line.strip():
+            if line.startswith('#'):
+                inside = False
+                continue
+            values = dict(zip(columns, line.split()))
+            row = {'size_bytes': int(values['#bytes']),
+                   'repetitions': int(values['#repetitions']),
+                   'MBps': float(values['Mbytes/sec'])}       # 10^6 bytes/s (IMB_output.c)
+            for name, key in (('t_avg[usec]', 't_avg_us'), ('t[usec]', 't_avg_us'),
+                              ('t_min[usec]', 't_min_us'), ('t_max[usec]', 't_max_us')):
+                if name in values:
+                    row[key] = float(values[name])
+            rows.append(row)
+    return rows
+
+
+def imb_version(text):
+    found = re.search(r'Intel\(R\) MPI Benchmarks (\d[\d.]*\d)', text)
+    return found.group(1) if found else 'unknown'
+
+
+def parse_netpipe(text):
+    """Rows of NetPIPE's output file (-o): bytes, Mbps, time. Time is one way (half the round
+    trip), the least of the trials' loop means, in seconds with 8 decimals; Mbps is
+    bits / time / 2^20. time_us is taken from Mbps, which has more digits (%lf), and checked
+    against the time column within its rounding."""
+    rows = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) != 3 or not fields[0].isdigit():
+            continue
+        size, mbps, seconds = int(fields[0]), float(fields[1]), float(fields[2])
+        time_us = size * 8 / (mbps * 2 ** 20) * 1e6
+        if abs(time_us - seconds * 1e6) > 0.006 + 1e-6 * time_us:
+            raise ValueError(f'NetPIPE line {line.strip()!r}: Mbps gives {time_us:.4f} us, '
+                             f'the time column {seconds * 1e6:.4f} us')
+        rows.append({'size_bytes': size, 'Mbps_2to20': mbps, 'time_us': time_us,
+                     'MBps': size / time_us})
+    return rows
+
+
+def netpipe_repetitions(log):
+    """Round trips per trial, from NetPIPE's progress lines ('  0:   8 bytes  87967 times -->')."""
+    return {int(m.group(1)): int(m.group(2))
+            for m in re.finditer(r'^\s*\d+:\s+(\d+) bytes\s+(\d+) times -->', log, re.M)}
+
+
+def _figures(tc):
+    """{(peer, size): {kind: value}} of one PeerCompare test case: the perf values, or when
+    sanity failed (no perf stage) the figures it recorded in its peer_figures variable."""
+    out = {}
+    flat = {k.split(':')[-1]: pv[0] for k, pv in (tc.get('perfvalues') or {}).items()
+            if pv[0] is not None}
+    for key, value in (flat or tc.get('peer_figures') or {}).items():
+        m = PERF_VAR.match(key)
+        if m and value is not None:
+            out.setdefault((m.group(1), int(m.group(2))), {})[m.group(3)] = value
+    return out
+
+
+def render(report):
+    """Markdown lines: per stack and size, ours (mean and min), IMB t_avg, NetPIPE time, and
+    the ratios; [] when the report has no PeerCompare case."""
+    cases = [tc for tc in final_cases(report)
+             if tc['name'].startswith('PeerCompare') and not tc.get('fixture')]
+    if not cases:
+        return []
+    lines = ['### Peers: apps/p2p Send-Recv beside IMB-MPI1 PingPong and NetPIPE 3.7.2\n',
+             'Half round trip in us (microseconds). Ours: mean against IMB t_avg (IMB times '
+             'one loop), minimum against NetPIPE (the least of its trials). Asserted: within '
+             'a factor 1.1 at 8 and 1,048,576 bytes.\n',
+             '| stack | bytes | ours mean | IMB t_avg | ours/IMB | ours min | NetPIPE | '
+             'ours/NetPIPE | result |', '|---|---:|---:|---:|---:|---:|---:|---:|---|']
+    for tc in cases:
+        stack = tc.get('stack_name') or tc['environ']
+        figures = _figures(tc)
+        result = 'pass' if tc['result'] == 'pass' else 'FAIL'
+        if not figures:
+            reason = (tc.get('fail_reason') or '').splitlines()[0][:120] \
+                if tc.get('fail_reason') else ''
+            lines.append(f'| {stack} | - | - | - | - | - | - | - | {result}: {reason} |')
+            continue
+        for size in sorted({s for _, s in figures}):
+            imb, net = figures.get(('imb', size), {}), figures.get(('netpipe', size), {})
+            cells = [_num(imb.get('ours')), _num(imb.get('peer')), _num(imb.get('ratio')),
+                     _num(net.get('ours')), _num(net.get('peer')), _num(net.get('ratio'))]
+            lines.append(f'| {stack} | {size:,} | ' + ' | '.join(cells) + f' | {result} |')
+    lines.append('')
+    return lines
+
+
+def _num(value):
+    return '-' if value is None else f'{value:.4g}' if value < 1000 else f'{value:,.0f}'

@@ -1,0 +1,351 @@
+"""Our point-to-point benchmark beside its peers: one job, the same stack, pinned the same way.
+
+apps/p2p (Send-Recv, receive completed before the reply) runs with IMB-MPI1 PingPong and NetPIPE
+3.7.2 and must agree with each within 10% (a factor 1.1 either way, as our references are
+multiplicative) at 8 bytes and 1 MiB, statistic by statistic, half round trip in us:
+
+- ours mean against IMB's t_avg[usec]: IMB times one loop of n round trips and prints its time
+  / n / 2 (IMB_pingpong.c; scale_time 0.5 in IMB_parse_name_mpi1.c, IMB 2021), a mean. Run with
+  -iter 1000,400: 1000 round trips per size, at most 400 MiB (400 at 1 MiB; the default 40 MiB
+  cap leaves 40 round trips, a 9 ms loop), and -multi 0 so it prints t_min, t_max, t_avg.
+- ours minimum against NetPIPE's time: NetPIPE runs 3 trials of about 0.1 s (TRIALS 3, RUNTM
+  0.10: netpipe.h without -DFINAL, as Debian builds it), a trial's time is its loop time /
+  nrepeat / 2, and it prints the least of the trials, in seconds (netpipe.c, main loop). Its
+  Mbps is bits / time / 2^20. One launch per size: -l S -u S measures exactly S; -p 0 turns
+  the +-3 byte perturbations off.
+1 KiB and 64 KiB are measured and reported, not asserted. The launches run in `rounds` passes
+(IMB, NetPIPE, p2p with samples/rounds samples): ours and IMB's means are averaged over the
+rounds, ours and NetPIPE's minima taken over all of them.
+
+Peers (PEERS): IMB-MPI1 from the Intel MPI wheel on intel-mpi-2021 and, through the MPICH ABI
+(libmpi.so.12 = libmpich.so.12), on mpich-4.0 and mpich-5.0; Debian's NPmpich2 on the same
+three, NPopenmpi on openmpi-4.1 and, through the libmpi.so.40 ABI Open MPI 5 kept, on
+openmpi-5.0; NPlam on lam-7.1, with the stack's extra sources (LAM's zero-length iovec fix)
+preloaded. So every stack of the registry has a peer; a stack missing from PEERS is skipped.
+Each rank records the MPI library it resolves (pin_exec.py): a peer must load the very file
+our p2p loads.
+
+Pinning: the registry's launcher options bind every rank (mpich -bind-to core, Open MPI
+--bind-to core, Intel I_MPI_PIN=1). LAM's mpirun cannot bind: p2p pins itself (--bind-self)
+and NetPIPE is started through pin_exec.py --pin, which binds rank LAMRANK to the same CPU by
+the same rule. Sanity asserts each rank of every launch ran on one CPU of its own.
+The side-by-side table is peers.csv in the stage directory (kept), raw outputs in peers/.
+"""
+import csv
+import glob
+import json
+import os
+import pwd
+import shlex
+import subprocess
+import sys
+import sysconfig
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
+from reframe.core.exceptions import ReframeError
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+from testbed.checks import APPS, StackLaunch, drop_privileges, records, stack_of  # noqa: E402
+from testbed.peer_table import (imb_version, netpipe_repetitions, parse_imb,  # noqa: E402
+                                parse_netpipe)
+from testbed.perf import set_perf_variables  # noqa: E402
+from testbed.registry import shell_join  # noqa: E402
+from p2p_matrix import P2PBuild  # noqa: E402
+
+SIZES = [8, 1024, 65536, 1048576]
+ASSERTED = [8, 1048576]
+FACTOR = 1.10
+# Debian's python: the job account cannot read root's own interpreters.
+PYTHON = '/usr/bin/python3'
+DEB_LIB = f"/usr/lib/{sysconfig.get_config_var('MULTIARCH') or 'x86_64-linux-gnu'}"
+IMB = '{intel}/bin/IMB-MPI1'
+# stack: {peer: (program, {soname the program needs: the stack's library that provides it})}
+MPICH_ABI = {'imb': (IMB, {'libmpi.so.12': '{prefix}/lib/libmpi.so.12'}),
+             'netpipe': ('NPmpich2', {'libmpich.so.12': '{prefix}/lib/libmpi.so.12'})}
+PEERS = {
+    'mpich-4.0': {'imb': (IMB, {'libmpi.so.12': f'{DEB_LIB}/libmpich.so.12'}),
+                  'netpipe': ('NPmpich2', {})},
+    'mpich-5.0': MPICH_ABI,
+    'intel-mpi-2021': MPICH_ABI,
+    'openmpi-4.1': {'netpipe': ('NPopenmpi', {})},
+    'openmpi-5.0': {'netpipe': ('NPopenmpi', {'libmpi.so.40': '{prefix}/lib/libmpi.so.40'})},
+    'lam-7.1': {'netpipe': ('NPlam', {})},
+}
+# What of ours each peer is compared with: the same statistic as the peer prints.
+OURS = {'imb': 'mean_us', 'netpipe': 'min_us'}
+NAMES = {'imb': 'IMB t_avg', 'netpipe': 'NetPIPE time'}
+
+
+def runpath_dirs(lib):
+    """The RUNPATH/RPATH of `lib` with $ORIGIN expanded against its real directory: loaded under
+    another name from a shim directory, the loader would expand $ORIGIN against the shim."""
+    real = os.path.realpath(lib)
+    text = subprocess.run(['readelf', '-d', real], capture_output=True, text=True).stdout
+    dirs = []
+    for line in text.splitlines():
+        if '(RUNPATH)' in line or '(RPATH)' in line:
+            paths = line.split('[', 1)[1].rstrip(']')
+            dirs += [p.replace('${ORIGIN}', '$ORIGIN').replace('$ORIGIN', os.path.dirname(real))
+                     for p in paths.split(':') if p]
+    return dirs
+
+
+def library_path(shim, needs):
+    """LD_LIBRARY_PATH that makes a peer load the stack's library under the soname it needs."""
+    dirs = []
+    for soname, lib in needs.items():
+        if os.path.basename(lib) != soname:
+            os.makedirs(shim, exist_ok=True)
+            link = os.path.join(shim, soname)
+            if not os.path.lexists(link):
+                os.symlink(lib, link)
+            dirs += [shim, os.path.dirname(lib)] + runpath_dirs(lib)
+        else:
+            dirs.append(os.path.dirname(lib))
+    return ':'.join(dict.fromkeys(dirs))
+
+
+@rfm.simple_test
+class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
+    descr = 'apps/p2p Send-Recv against IMB-MPI1 PingPong and NetPIPE on the same stack'
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    num_tasks = 2
+    num_tasks_per_node = 2
+    time_limit = '5m'
+    sourcesdir = str(APPS / 'peers')
+    build = fixture(P2PBuild, scope='environment')
+    tags = {'peers'}
+    #: p2p samples per size, spread evenly over the rounds
+    samples = variable(int, value=30)
+    #: passes over all the launches (IMB, NetPIPE, p2p), so that a change of the machine's
+    #: state in mid-job (another job, a vCPU moved by the host) hits every benchmark alike
+    rounds = variable(int, value=3)
+    #: every figure of the comparison, 'peer_sizeB_kind' -> value (also when sanity fails)
+    peer_figures = variable(typ.Dict[str, float], value={})
+
+    @run_after('setup')
+    def choose_peers(self):
+        reg, stack = stack_of(self)
+        self.skip_if(stack.name not in PEERS, f'no peer benchmark runs on {stack.name}')
+        self.peers = {}
+        for peer, (program, needs) in PEERS[stack.name].items():
+            program = program.format(intel=reg.stacks['intel-mpi-2021'].prefix)
+            needs = {k: v.format(prefix=stack.prefix) for k, v in needs.items()}
+            missing = [p for p in (program, *needs.values())
+                       if os.path.isabs(p) and not os.path.exists(p)]
+            if missing:
+                raise ReframeError(f'{peer} on {stack.name}: {missing[0]} not found '
+                                   f'(installed by make setup)')
+            self.peers[peer] = (program, needs)
+        set_perf_variables(self, {
+            f'{peer}_{size}B_{kind}': (unit, self._figure(f'{peer}_{size}B_{kind}'))
+            for peer in self.peers for size in SIZES
+            for kind, unit in (('ours', 'us'), ('peer', 'us'), ('ratio', 'ours/peer'))})
+
+    def tags_of(self, peer, k):
+        """The launches of one peer in round k (record prefixes and log names)."""
+        return [f'imb-r{k}'] if peer == 'imb' else [f'netpipe-{s}-r{k}' for s in SIZES]
+
+    @run_before('run')
+    def set_commands(self):
+        reg, stack = stack_of(self)
+        out = os.path.join(self.stagedir, 'peers')
+        os.makedirs(out, exist_ok=True)
+        drop = drop_privileges(reg)
+        if drop:        # the ranks write NetPIPE's file and their records here
+            account = pwd.getpwnam(reg.run_as)
+            os.chown(out, account.pw_uid, account.pw_gid)
+        with open(os.path.join(out, 'imb-sizes.txt'), 'w') as fh:
+            fh.write(''.join(f'{s}\n' for s in SIZES))
+        launch = stack.launch_command(2, self.knobs)
+        pin = (['--pin'] if stack.self_bind else []) + self.preload(stack)
+
+        def wrapped(tag, argv, pin=()):
+            # '--' after the program: LAM's mpirun takes it as the end of its own options
+            # (NetPIPE's -l is also one of mpirun's); python reads it as the end of its own.
+            return [PYTHON, '--', os.path.join(self.stagedir, 'pin_exec.py'), *pin,
+                    '--record', os.path.join(out, tag), '--', *argv]
+
+        p2p = [self.build.executable_path, '--pair', 'Send-Recv', '--variant', 'complete',
+               '--sizes', ','.join(map(str, SIZES)),
+               '--samples', str(max(1, self.samples // self.rounds)),
+               '--stack', stack.name] + (['--bind-self'] if stack.self_bind else [])
+        for k in range(1, self.rounds + 1):
+            for peer, (program, needs) in self.peers.items():
+                env = ['env', 'LD_LIBRARY_PATH=' + library_path(
+                    os.path.join(self.stagedir, 'abi', peer), needs)] if needs else []
+                if peer == 'imb':
+                    argvs = [[program, 'PingPong', '-msglen', os.path.join(out, 'imb-sizes.txt'),
+                              '-multi', '0', '-iter', '1000,400']]
+                else:
+                    argvs = [[program, '-l', str(s), '-u', str(s), '-p', '0',
+                              '-o', os.path.join(out, f'netpipe-{s}-r{k}.out')] for s in SIZES]
+                for tag, argv in zip(self.tags_of(peer, k), argvs):
+                    self.prerun_cmds.append(shell_join(drop + env + launch +
+                                                       wrapped(tag, argv, pin)) +
+                                            f' > {tag}.log 2>&1')
+            if k < self.rounds:     # the last round's p2p is the job's own launch
+                self.prerun_cmds.append(shell_join(drop + launch + wrapped(f'p2p-r{k}', p2p)) +
+                                        f' > p2p-r{k}.log 2>&1')
+        self.executable = PYTHON
+        self.executable_opts = wrapped(f'p2p-r{self.rounds}', p2p)[1:]
+
+    def preload(self, stack):
+        """['--preload', LIB] built from the stack's extra sources: the fixes our own programs
+        link in (LAM's zero-length iovec) are preloaded into the peers, built elsewhere."""
+        if not stack.extra_sources:
+            return []
+        lib = os.path.join(self.stagedir, 'abi', 'extra-sources.so')
+        os.makedirs(os.path.dirname(lib), exist_ok=True)
+        cmd = ['cc', '-shared', '-fPIC', '-O2', '-o', lib] + \
+            [str(APPS / src) for src in stack.extra_sources]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            raise ReframeError(f'{shlex.join(cmd)}: {done.stderr.strip()}')
+        return ['--preload', lib]
+
+    def p2p_logs(self):
+        return [os.path.join(self.stagedir, f'p2p-r{k}.log') for k in range(1, self.rounds)] + \
+            [os.path.join(self.stagedir, self.stdout.evaluate())]
+
+    @run_before('sanity')
+    def compare(self):
+        """Read every output, build the table (peers.csv) and the list of problems that
+        sanity reports; nothing here raises, so a broken peer shows up as a sanity message."""
+        self.problems, self.table, self.launches = [], [], {}
+        reg, stack = stack_of(self)
+        try:
+            runs, ours = [], {}
+            for log in self.p2p_logs():
+                runs += records(log, 'P2P-RUN')[:1]
+                for r in records(log, 'P2P'):
+                    if r.get('transport', 'mpi') == 'mpi':
+                        ours.setdefault(r['size_bytes'], []).append(r)
+            self.library_version = runs[0].get('library_version', 'unknown')
+        except (OSError, ValueError, IndexError) as err:
+            self.problems.append(f'p2p output: {err!r}')
+            return
+        self._check_launches(stack, runs)
+        # Rounds have equal sample counts: the mean of the round means is the mean of all.
+        mine = {size: {'mean_us': sum(r['mean_us'] for r in rs) / len(rs),
+                       'min_us': min(r['min_us'] for r in rs),
+                       'samples': sum(r['samples'] for r in rs)} for size, rs in ours.items()}
+        figures = {}
+        for peer in self.peers:
+            rows, per_round = self._peer_rows(peer)
+            for size in SIZES:
+                if size not in mine or size not in rows:
+                    self.problems.append(f'{stack.name}: no {"p2p" if size not in mine else peer}'
+                                         f' figure at {size} bytes')
+                    continue
+                value, theirs = mine[size][OURS[peer]], rows[size]
+                ratio = value / theirs
+                figures.update({f'{peer}_{size}B_ours': value, f'{peer}_{size}B_peer': theirs,
+                                f'{peer}_{size}B_ratio': ratio})
+                asserted = size in ASSERTED
+                agrees = 1 / FACTOR <= ratio <= FACTOR
+                ours_rounds = [f'{r[OURS[peer]]:.4f}' for r in ours[size]]
+                self.table.append([stack.name, peer, size, OURS[peer], f'{value:.4f}',
+                                   NAMES[peer], f'{theirs:.4f}', f'{ratio:.4f}',
+                                   mine[size]['samples'], ' '.join(ours_rounds),
+                                   ' '.join(per_round.get(size, [])), asserted,
+                                   agrees if asserted else ''])
+                if asserted and not agrees:
+                    self.problems.append(
+                        f'{stack.name}: p2p {OURS[peer].replace("_us", "")} {value:.3f} us vs '
+                        f'{NAMES[peer]} {theirs:.3f} us at {size} bytes: ratio {ratio:.3f}, '
+                        f'outside 1/{FACTOR}..{FACTOR}')
+        self.peer_figures = figures
+        self._write_csv(stack)
+
+    def _peer_rows(self, peer):
+        """{size: the peer's figure in us over all rounds}, {size: [each round's figure and
+        repetitions]}: IMB's t_avg is a mean (rounds of equal repetitions: their mean),
+        NetPIPE's time a minimum over trials (over all rounds' trials: the least)."""
+        per_round, figures = {}, {}
+        try:
+            for k in range(1, self.rounds + 1):
+                for tag in self.tags_of(peer, k):
+                    log = open(os.path.join(self.stagedir, f'{tag}.log')).read()
+                    if peer == 'imb':
+                        self.imb_version = imb_version(log)
+                        rows = [(r['size_bytes'], r['t_avg_us'], r['repetitions'])
+                                for r in parse_imb(log)]
+                    else:
+                        out = open(os.path.join(self.stagedir, 'peers', f'{tag}.out')).read()
+                        reps = netpipe_repetitions(log)
+                        rows = [(r['size_bytes'], r['time_us'], reps.get(r['size_bytes'], 0))
+                                for r in parse_netpipe(out)]
+                    for size, us, reps in rows:
+                        figures.setdefault(size, []).append(us)
+                        per_round.setdefault(size, []).append(f'{us:.4f}x{reps}')
+        except (OSError, ValueError, KeyError) as err:
+            self.problems.append(f'{peer} output: {err!r}')
+            return {}, {}
+        pick = (lambda v: sum(v) / len(v)) if peer == 'imb' else min
+        return {size: pick(v) for size, v in figures.items()}, per_round
+
+    def _check_launches(self, stack, runs):
+        """Each launch: two ranks, each on one CPU of its own; every peer on our p2p's library."""
+        for path in sorted(glob.glob(os.path.join(self.stagedir, 'peers', '*.rank*.json'))):
+            tag = os.path.basename(path).split('.rank')[0]
+            with open(path) as fh:
+                self.launches.setdefault(tag, []).append(json.load(fh))
+        ours = {lib for tag, ranks in self.launches.items() if tag.startswith('p2p-')
+                for r in ranks for lib in r['mpi_libraries'].values()}
+        expected = [f'p2p-r{k}' for k in range(1, self.rounds + 1)] + \
+            [t for k in range(1, self.rounds + 1) for p in self.peers for t in self.tags_of(p, k)]
+        for tag in expected:
+            ranks = self.launches.get(tag, [])
+            cpus = [tuple(r['cpus']) for r in ranks]
+            if tag.startswith('p2p-') and stack.self_bind:   # p2p pins itself after the record
+                run = runs[int(tag[5:]) - 1] if len(runs) >= int(tag[5:]) else {}
+                cpus = [(run.get('cpu_rank0_start'),), (run.get('cpu_rank1_start'),)]
+            if len(ranks) != 2:
+                self.problems.append(f'{tag}: {len(ranks)} rank records, expected 2')
+            elif any(len(c) != 1 for c in cpus) or cpus[0] == cpus[1]:
+                self.problems.append(f'{tag}: ranks not each on a CPU of its own: {cpus}')
+            for r in ranks:
+                libs = set(r['mpi_libraries'].values())
+                if r['ldd_problems']:
+                    self.problems.append(f'{tag} rank {r["rank"]}: {r["ldd_problems"][0]}')
+                elif not tag.startswith('p2p-') and ours and libs != ours:
+                    self.problems.append(f'{tag} rank {r["rank"]} loads {sorted(libs)}, '
+                                         f'our p2p {sorted(ours)}')
+
+    def _write_csv(self, stack):
+        path = os.path.join(self.stagedir, 'peers.csv')
+        with open(path, 'w', newline='') as fh:
+            fh.write(f'# {stack.name} {self.library_version}; IMB '
+                     f'{getattr(self, "imb_version", "-")}; half round trip in us '
+                     f'(microseconds); asserted within a factor {FACTOR}\n')
+            for tag, ranks in sorted(self.launches.items()):
+                fh.write(f'# launch {tag}: ' + '; '.join(
+                    f'rank {r["rank"]} cpus {r["cpus"]} {sorted(r["mpi_libraries"].values())}'
+                    for r in sorted(ranks, key=lambda r: str(r['rank']))) + '\n')
+            w = csv.writer(fh, lineterminator='\n')
+            w.writerow(['stack', 'peer', 'size_bytes', 'ours_statistic', 'ours_us',
+                        'peer_statistic', 'peer_us', 'ratio', 'ours_samples',
+                        'ours_per_round_us', 'peer_per_round_us_x_repetitions', 'asserted',
+                        'agrees'])
+            w.writerows(self.table)
+        self.keep_files = ['peers.csv', 'peers'] + [
+            f'{tag}.log' for k in range(1, self.rounds + 1)
+            for tag in [f'p2p-r{k}'] * (k < self.rounds) +
+            [t for p in self.peers for t in self.tags_of(p, k)]]
+
+    @sanity_function
+    def validate(self):
+        return sn.all([
+            sn.assert_eq(self.job.exitcode, 0, msg='the job exited with {0}'),
+            sn.assert_found(r'^P2P-END \{', self.stdout, msg='no P2P-END record: p2p cut short'),
+            sn.assert_false(self.problems, msg='; '.join(self.problems)),
+        ])
+
+    @sn.deferrable
+    def _figure(self, name):
+        return self.peer_figures[name]
