@@ -1,0 +1,39 @@
+"""The run archive keeps the newest N runs with their machine record; the machine record has
+what references are keyed by."""
+import json
+
+import pytest
+
+from testbed import archive, machine
+
+
+def test_machine_record_and_keys(monkeypatch):
+    rec = machine.record()
+    for field in ('cpu_model', 'cpus', 'memory_bytes', 'kernel', 'virtualised'):
+        assert rec[field] not in ('', 0, None), field
+    assert rec['machine_type'] == machine.machine_type(rec)
+    assert rec['machine_id'].startswith('m-')
+    monkeypatch.setenv('TESTBED_MACHINE_ID', 'cluster-node-17')
+    assert machine.machine_id(rec) == 'cluster-node-17'
+
+
+def test_archive_keeps_the_newest_runs(tmp_path):
+    report = tmp_path / 'report.json'
+    summary = tmp_path / 'summary'
+    (tmp_path / 'summary.md').write_text('# summary\n')
+    store = tmp_path / 'archive'
+    kept = []
+    for i in range(4):
+        report.write_text(json.dumps({'session_info': {'uuid': f'{i:08d}-uuid'}}))
+        folder = archive.store(report, summary, 'quick', archive=store, keep=2)
+        # Folders sort by time; distinct sessions keep distinct names within one second.
+        kept.append(folder.name)
+        assert (folder / 'report.json').exists() and (folder / 'summary.md').exists()
+        assert json.loads((folder / 'machine.json').read_text())['machine_id']
+    assert sorted(p.name for p in store.iterdir()) == sorted(kept)[-2:]
+
+
+def test_archive_setting_is_checked(monkeypatch):
+    monkeypatch.setenv('TESTBED_ARCHIVE_KEEP', 'all')
+    with pytest.raises(ValueError, match="TESTBED_ARCHIVE_KEEP: 'all'"):
+        archive.keep_count()
