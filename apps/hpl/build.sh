@@ -11,6 +11,11 @@
 #                    (default /var/tmp/mpi-testbed-hpl/src, outside the repo)
 #   --work DIR       build tree (default: a new temporary directory, removed
 #                    after a good build unless --keep)
+# Builds are cached by their inputs (the source tarball, this script, the
+# patches, our C sources, the extra source, the wrapper, its compiler and the
+# BLAS) under TESTBED_BUILD_CACHE (default /var/tmp/mpi-testbed-hpl/cache;
+# "off" disables): the same inputs give the same programs, so a second
+# build of a stack copies them (the record then says "cached":true).
 # Prints one record: HPL-BUILD {"cc":...,"blas":...,"build_s":...,...}
 # BLAS: Debian's single-threaded OpenBLAS (libopenblas0-serial) when it is
 # installed, linked by path with an rpath so the system-wide alternative
@@ -52,14 +57,6 @@ t0=$(date +%s.%N)
 "$HERE/fetch-source.sh" "$SRC_DIR" > /dev/null
 TARBALL=$(ls "$SRC_DIR"/hpcc_*.orig.tar.gz)
 
-if [ -z "$WORK" ]; then WORK=$(mktemp -d "${TMPDIR:-/tmp}/hpl-build.XXXXXX"); else KEEP=1; fi
-mkdir -p "$WORK"; WORK=$(cd "$WORK" && pwd)
-rm -rf "$WORK/hpl"
-tar xzf "$TARBALL" -C "$WORK" --strip-components=1 hpcc-1.5.0/hpl
-for p in mpi2.patch standalone.patch; do
-    patch -d "$WORK" -p1 --quiet --forward < "$HERE/$p" || die "$p does not apply"
-done
-
 SERIAL_DIR=/usr/lib/x86_64-linux-gnu/openblas-serial
 if [ -e "$SERIAL_DIR/libopenblas.so.0" ]; then
     BLAS_LIBS="$SERIAL_DIR/libopenblas.so.0 -Wl,-rpath,$SERIAL_DIR"; BLAS=openblas-serial
@@ -67,6 +64,25 @@ else
     echo "build.sh: libopenblas0-serial not installed; linking -lopenblas: run with OPENBLAS_NUM_THREADS=1" >&2
     BLAS_LIBS="-lopenblas"; BLAS=openblas-default-set-OPENBLAS_NUM_THREADS=1
 fi
+
+CACHE_ROOT=${TESTBED_BUILD_CACHE:-/var/tmp/mpi-testbed-hpl/cache}
+KEY=$( { sha256sum "$TARBALL" "$0" "$HERE"/*.patch "$HERE"/*.c "$HERE"/../common/*.[ch] \
+             ${EXTRA:+"$EXTRA"} | cut -d' ' -f1
+         echo "$CC_W $BLAS_LIBS"; sha256sum "$CC_W" | cut -d' ' -f1
+         "$CC_W" --version 2>&1 | sed -n 1p; true; } | sha256sum | cut -c1-20)
+if [ "$CACHE_ROOT" != off ] && [ -x "$CACHE_ROOT/$KEY/xhpl" ]; then
+    cp "$CACHE_ROOT/$KEY/xhpl" "$CACHE_ROOT/$KEY/dgemm_rate" "$CACHE_ROOT/$KEY/build-info.json" "$OUT/"
+    echo "HPL-BUILD $(sed 's/}$/,"cached":true,"cache_key":"'"$KEY"'"}/' "$OUT/build-info.json")"
+    exit 0
+fi
+
+if [ -z "$WORK" ]; then WORK=$(mktemp -d "${TMPDIR:-/tmp}/hpl-build.XXXXXX"); else KEEP=1; fi
+mkdir -p "$WORK"; WORK=$(cd "$WORK" && pwd)
+rm -rf "$WORK/hpl"
+tar xzf "$TARBALL" -C "$WORK" --strip-components=1 hpcc-1.5.0/hpl
+for p in mpi2.patch standalone.patch; do
+    patch -d "$WORK" -p1 --quiet --forward < "$HERE/$p" || die "$p does not apply"
+done
 
 # Our own Make.<arch>: the variables HPL's makes/Make.* expect, nothing more.
 # gcc 12 needs no extra flag: HPL 2.0 has no tentative definitions shared
@@ -136,5 +152,12 @@ info=$(awk -v cc="$CC_W" -v ex="$EXTRA" -v blas="$BLAS" -v src="$(basename "$TAR
     printf "{\"cc\":\"%s\",\"extra_src\":\"%s\",\"blas\":\"%s\",\"build_s\":%.2f,\"total_s\":%.2f,\"source\":\"%s\"}",
            cc, ex, blas, t2 - t1, t2 - t0, src }')
 echo "$info" > "$OUT/build-info.json"
+if [ "$CACHE_ROOT" != off ]; then
+    # Filled under a temporary name and renamed: a half-written entry is never used.
+    mkdir -p "$CACHE_ROOT"
+    tmp=$(mktemp -d "$CACHE_ROOT/.new.XXXXXX")
+    cp "$OUT/xhpl" "$OUT/dgemm_rate" "$OUT/build-info.json" "$tmp/" &&
+        { mv -T "$tmp" "$CACHE_ROOT/$KEY" 2> /dev/null || rm -rf "$tmp"; }
+fi
 echo "HPL-BUILD $info"
 [ "$KEEP" = 1 ] || rm -rf "$WORK"

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,31 @@ features = ["mpi"]
     assert '/nonexistent/mpicc' in err.read_text()
     assert cases[('P2PMatrix', 'broken-1_0')]['result'] == 'fail_deps'   # its build failed
     assert cases[('P2PMatrix', 'mpich-4_0')]['result'] == 'pass'
+
+
+def test_a_hung_stack_costs_one_time_limit(workdir):
+    # A launcher that never returns: the suite must give up after one time limit, not retry.
+    reg = workdir / 'stacks.toml'
+    reg.write_text(registry.DEFAULT_FILE.read_text() + '''
+[stacks."hung-1.0"]
+family = "mpich"
+origin = "debian"
+packages = ["mpich"]
+cc = "mpicc.mpich"
+launcher = ["sh", "-c", "sleep 300", "{ntasks}"]
+features = ["mpi"]
+''')
+    suite = (REPO / 'ci' / 'suite.sh').read_text()
+    assert '--max-retries' not in suite.split('reframe -c tests')[1].split('rc=$?')[0]
+    t0 = time.monotonic()
+    proc, cases = reframe(workdir, '-r', *QUICK, '-S', 'P2PMatrix.time_limit=8s',
+                          env={'TESTBED_REGISTRY': str(reg), 'TESTBED_STACKS': 'hung-1.0',
+                               procs.RUN_ID: f'pytest-{workdir.name}'})
+    elapsed = time.monotonic() - t0
+    tc = cases[('P2PMatrix', 'hung-1_0')]
+    assert tc['result'] == 'fail' and 'timed out' in (tc.get('fail_reason') or '')
+    assert elapsed < 60, f'the hung stack cost {elapsed:.0f} s'
+    assert procs.leftovers(run_id=f'pytest-{workdir.name}') == []
 
 
 @pytest.mark.parametrize('how', [['-S', 'P2PMatrix.corrupt_at=1200'],
