@@ -17,7 +17,7 @@ cd "$repo/reframe"
 mkdir -p reports
 report="$repo/reframe/reports/last-$profile.json"
 case "$profile" in
-  quick) args=(-n 'P2PMatrix.*%size_range=(small|large)' -S P2PMatrix.samples=15
+  quick) args=(-n 'P2P(Matrix|Stack).*%size_range=(small|large)' -S P2PMatrix.samples=15
                -n HplRun -S HplRun.n_list=7200 -S HplRun.n_list_oversubscribed=1800
                -n Su3 -n StartupTime -S StartupTime.np_list=2,4 -S StartupTime.repeats=3)
          export TESTBED_REQUIRE_REFERENCES=${TESTBED_REQUIRE_REFERENCES:-1} ;;

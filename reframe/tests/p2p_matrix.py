@@ -18,12 +18,14 @@ import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+import reframe.utility.udeps as udeps
 from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
                                    run_before, sanity_function, variable)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, records,  # noqa: E402
                             stack_of)
+from testbed.references import median_over_modes  # noqa: E402
 from testbed.sizes import SCHEDULES  # noqa: E402
 
 PAIRS = [f'{s}-{r}' for s in ('Send', 'Isend', 'Ssend', 'Issend') for r in ('Recv', 'Irecv')]
@@ -62,6 +64,9 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     def name_case(self):
         self.pair, self.variant = self.mode
         self.reference_case = f'{self.pair}/{self.variant}/{self.size_range}/{self.cache}'
+
+    def perf_variable_names(self):
+        return []          # reported, never asserted per mode: P2PStack asserts their median
 
     @run_before('run')
     def set_command(self):
@@ -154,3 +159,66 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     @performance_function('ratio')
     def time_over_memcpy(self):
         return self._geomean('time_over_memcpy')
+
+
+@rfm.simple_test
+class P2PStack(ReferenceLookup, rfm.RunOnlyRegressionTest):
+    """One stack, one size range: the median over the twelve P2PMatrix modes of each figure,
+    asserted against the references (the modes' own figures are reported by P2PMatrix)."""
+    descr = 'Median over the send/receive modes of one stack and size range'
+    size_range = parameter(['small', 'medium', 'large', 'netpipe'])
+    #: must match P2PMatrix.cache of the run (checked)
+    cache = variable(str, value='warm')
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    executable = 'true'          # nothing to run: the figures come from the dependencies
+    num_tasks = 1
+    reference_file = 'p2p.csv'
+    tags = {'p2p'}
+
+    @run_after('init')
+    def depend_on_modes(self):
+        self.reference_case = f'{self.size_range}/{self.cache}'
+        nums = P2PMatrix.get_variant_nums(size_range=self.size_range)
+        self.modes = [P2PMatrix.variant_name(n) for n in nums]
+        for name in self.modes:
+            self.depends_on(name, udeps.by_env)
+
+    stack_name = variable(str, value='')
+
+    @run_before('run')
+    def note_stack(self):
+        self.stack_name = stack_of(self)[1].name
+
+    def _deps(self):
+        return [self.getdep(name) for name in self.modes]
+
+    @sanity_function
+    def validate(self):
+        caches = sorted({d.cache for d in self._deps()})
+        return sn.all([
+            sn.assert_eq(len(self._deps()), len(MODES), msg='{0} modes measured, expected {1}'),
+            sn.assert_eq(caches, [self.cache],
+                         msg='P2PMatrix ran cache-{0}, this test asserts cache-{1}: set '
+                             'P2PStack.cache too'),
+        ])
+
+    def _median(self, var):
+        key = f'{self.current_system.name}:{self.current_partition.name}:{var}'
+        return median_over_modes([d.perfvalues[key][0] for d in self._deps()])
+
+    @performance_function('us')
+    def latency(self):
+        return self._median('latency')
+
+    @performance_function('MB/s')
+    def bandwidth(self):
+        return self._median('bandwidth')
+
+    @performance_function('ratio')
+    def time_over_shm(self):
+        return self._median('time_over_shm')
+
+    @performance_function('ratio')
+    def time_over_memcpy(self):
+        return self._median('time_over_memcpy')

@@ -71,7 +71,7 @@ def test_no_shipped_reference_accepts_a_2x_change(path):
 
 
 def fake_report(tmp_path, name, uuid, values, result='pass'):
-    tcs = [{'name': f'P2PMatrix %mode=Send-Recv/complete %case={case}', 'environ': 'mpich-4_0',
+    tcs = [{'name': f'P2PStack %case={case}', 'environ': 'mpich-4_0',
             'stack_name': 'mpich-4.0', 'reference_case': case, 'reference_file': 'p2p.csv',
             'machine_type': 'x86_64-2cpu-vm', 'machine_id': 'm-1', 'result': result,
             'perfvalues': {'testbed-local:default:time_over_shm':
@@ -113,3 +113,26 @@ def test_derive_ignores_failed_and_injected_runs_and_needs_three(tmp_path):
     reports.append(fake_report(tmp_path, 'f.json', 'sf', {'c': 1.0}, result='fail'))
     rows, left_out = references.derive(reports)
     assert not rows and all('fewer than 3' in why for _, why in left_out)
+
+
+def test_p2p_modes_are_asserted_through_their_median(tmp_path):
+    """Reports of P2PMatrix only (no P2PStack yet): the twelve modes of a stack and range make
+    one P2PStack figure, their median; P2PMatrix itself gets no row."""
+    def report(name, uuid, shift):
+        tcs = []
+        for i in range(references.P2P_MODES):
+            v = 2.0 + 0.1 * i + (5.0 if i == 0 else 0.0) * shift  # one mode jumps in one run
+            tcs.append({'name': f'P2PMatrix %mode=m{i} %size_range=small', 'environ': 'e',
+                        'stack_name': 's', 'size_range': 'small', 'cache': 'warm',
+                        'reference_case': f'm{i}/small/warm', 'reference_file': 'p2p.csv',
+                        'machine_type': 't', 'machine_id': 'm-1', 'result': 'pass',
+                        'perfvalues': {'x:y:time_over_shm': [v, 0, None, None, 'ratio', 'pass']}})
+        path = tmp_path / name
+        path.write_text(json.dumps({'session_info': {'uuid': uuid}, 'runs': [{'testcases': tcs}]}))
+        return path
+    rows, _ = references.derive([report('a', 'a', 0), report('b', 'b', 1), report('c', 'c', 0)])
+    assert [(r['test'], r['case']) for r in rows] == [('P2PStack', 'small/warm')]
+    # The median of 2.0, 2.1, ..., 3.1 is 2.55; the run where one mode jumps 3.5x moves it by
+    # one rank only (2.65), so the band stays under 10 % instead of covering the jump.
+    assert float(rows[0]['value']) == pytest.approx(2.55)
+    assert 0 < float(rows[0]['upper']) < 0.10
