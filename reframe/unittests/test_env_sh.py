@@ -49,4 +49,4 @@ def test_make_list_under_dash():
     assert proc.returncode == 0, out[-2000:]
     found = re.search(r'Found (\d+) check\(s\)', out)
     assert found and int(found.group(1)) > 0, out[-2000:]
-    assert '- P2PMatrix' in out and '- Su3Run' in out
+    assert '- P2PStack' in out and '^P2PMatrix' in out and '- Su3Run' in out
