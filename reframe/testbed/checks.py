@@ -196,6 +196,9 @@ class ReferenceLookup(rfm.RegressionMixin):
     machine_type = variable(str, value='')
     machine_id = variable(str, value='')
     machine_record = variable(str, value='')
+    #: the variables whose references travel (keyed by machine type), kept in the run report
+    #: so that `make references` keys each row as the test looks it up
+    portable_variables = variable(typ.List[str], value=[])
 
     @run_after('setup')
     def load_references(self):
@@ -204,11 +207,12 @@ class ReferenceLookup(rfm.RegressionMixin):
         self.machine_record = json.dumps(rec, sort_keys=True)
         path = REFERENCES / self.reference_file
         names = self.perf_variable_names()
+        self.portable_variables = [n for n in names if self.portable_variable(n)]
         try:        # read (and so validate) the file even when nothing will be asserted
             table, missing, _ = references.for_test(
                 path, self.current_system.name, self.current_partition.name, rec,
                 stack_of(self)[1].name, type(self).__name__, self.reference_case, names,
-                [n for n in names if self.portable_variable(n)])
+                self.portable_variables)
         except references.ReferenceError as err:
             raise ReframeError(str(err)) from None
         # Oversubscribed runs are never asserted; TESTBED_MEASURE_ONLY=1 (making references,

@@ -161,7 +161,10 @@ def _report_cases(report_path):
         if tc['name'].split()[0] in AGGREGATES:
             continue                    # reported per case; asserted through the aggregate
         injected = float(tc.get('injected_slowdown') or 1.0) != 1.0   # a slowed run: never
-        if tc.get('perfvalues') and tc.get('reference_case') and tc['result'] == 'pass' \
+        # A figure that missed its reference is still a measurement (that is how a band
+        # learns the machine's spread); a run that failed anything else is not used.
+        measured = tc['result'] == 'pass' or tc.get('fail_phase') == 'performance'
+        if tc.get('perfvalues') and tc.get('reference_case') and measured \
                 and tc.get('assert_performance', True) and not injected:
             yield session, tc
 
@@ -186,8 +189,8 @@ def _aggregate_cases(cases):
             if tc['name'].startswith('P2PStack')}
     groups = {}
     for tc in cases:
-        if not tc['name'].startswith('P2PMatrix') or tc['result'] != 'pass' \
-                or not tc.get('perfvalues'):
+        if not tc['name'].startswith('P2PMatrix') or not tc.get('perfvalues') or \
+                not (tc['result'] == 'pass' or tc.get('fail_phase') == 'performance'):
             continue
         key = (tc.get('stack_name') or tc['environ'], tc['size_range'], tc.get('cache', 'warm'))
         if key[:2] not in have:
@@ -207,7 +210,8 @@ def _aggregate_cases(cases):
                     'reference_file': first.get('reference_file', 'p2p.csv'),
                     'machine_type': first.get('machine_type'),
                     'machine_id': first.get('machine_id'), 'result': 'pass',
-                    'injected_slowdown': first.get('injected_slowdown'), 'perfvalues': perf})
+                    'injected_slowdown': first.get('injected_slowdown'),
+                    'portable_variables': [], 'perfvalues': perf})   # as P2PStack declares
     return out
 
 
@@ -238,13 +242,18 @@ def derive(report_paths, k=3.0, min_runs=3):
                 value, unit = entry[0], entry[4]
                 if value is None or value <= 0:
                     continue
-                machine = tc.get('machine_type') if unit == RATIO_UNIT else tc.get('machine_id')
+                # Reports made before the field existed: ratios travelled, but for P2PStack
+                # (which declares none portable since: reframe/tests/p2p_matrix.py).
+                portable = var in tc['portable_variables'] if 'portable_variables' in tc \
+                    else unit == RATIO_UNIT and not tc['name'].startswith('P2PStack')
+                machine = tc.get('machine_type') if portable else tc.get('machine_id')
                 if not machine:
                     continue
                 gkey = (system, partition, machine, tc.get('stack_name') or tc['environ'],
                         tc['name'].split()[0], tc['reference_case'], var)
                 g = groups.setdefault(gkey, {'values': [], 'unit': unit, 'runs': [],
-                                             'file': tc.get('reference_file')})
+                                             'file': tc.get('reference_file'),
+                                             'portable': portable})
                 g['values'].append(float(value))
                 if session not in g['runs']:
                     g['runs'].append(session)
@@ -261,7 +270,8 @@ def derive(report_paths, k=3.0, min_runs=3):
             continue
         rows.append(dict(zip(KEY, gkey), value=f'{statistics.median(vals):.6g}',
                          lower=f'{math.exp(-w) - 1:.4f}', upper=f'{math.exp(w) - 1:.4f}',
-                         unit=g['unit'], runs=' '.join(g['runs']), file=g['file']))
+                         unit=g['unit'], runs=' '.join(g['runs']), file=g['file'],
+                         portable=g['portable']))
     return rows, left_out
 
 
@@ -318,7 +328,9 @@ def main(argv=None):
     up.add_argument('--k', type=float, default=3.0, help='standard deviations (default 3)')
     up.add_argument('--min-runs', type=int, default=3, help='runs a figure needs (default 3)')
     up.add_argument('--only', choices=['ratio', 'absolute', 'all'], default='all',
-                    help='write only the portable ratios, or only the absolute figures')
+                    help="ratio: only the portable rows (ratios that travel, keyed by machine "
+                         "type); absolute: only this machine's rows (absolute figures and the "
+                         "ratios that do not travel)")
     up.add_argument('--replace', action='store_true',
                     help='drop rows the reports do not measure (default: keep them)')
     chk = sub.add_parser('check', help='validate reference files')
@@ -337,7 +349,7 @@ def main(argv=None):
             return 0
         rows, left_out = derive(args.reports, args.k, args.min_runs)
         if args.only != 'all':
-            rows = [r for r in rows if (r['unit'] == RATIO_UNIT) == (args.only == 'ratio')]
+            rows = [r for r in rows if r['portable'] == (args.only == 'ratio')]
         for gkey, why in left_out:
             print(f'not written: {"/".join(gkey)}: {why}')
         if not rows:

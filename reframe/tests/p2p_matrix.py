@@ -190,6 +190,15 @@ class P2PStack(ReferenceLookup, rfm.RunOnlyRegressionTest):
     def note_stack(self):
         self.stack_name = stack_of(self)[1].name
 
+    @staticmethod
+    def portable_variable(name):
+        """None travels. Two out-of-sample quick passes on this machine type missed their
+        ratio references by 12-48 % (openmpi-4.1 large: time over the floor 1.52 against
+        2.28): the VM's state moves the library and its raw layers differently, for minutes
+        at a time. So these ratios are references of one machine, made there by
+        `make references`, like the absolute figures (docs/measurement.md)."""
+        return False
+
     def _deps(self):
         return [self.getdep(name) for name in self.modes]
 

@@ -70,10 +70,11 @@ def test_no_shipped_reference_accepts_a_2x_change(path):
         assert ref.unit == 'ratio', f'{path.name}: {key}: absolute rows belong to one machine'
 
 
-def fake_report(tmp_path, name, uuid, values, result='pass'):
-    tcs = [{'name': f'P2PStack %case={case}', 'environ': 'mpich-4_0',
+def fake_report(tmp_path, name, uuid, values, result='pass', phase=None):
+    tcs = [{'name': f'Su3Run %case={case}', 'environ': 'mpich-4_0',
             'stack_name': 'mpich-4.0', 'reference_case': case, 'reference_file': 'p2p.csv',
             'machine_type': 'x86_64-2cpu-vm', 'machine_id': 'm-1', 'result': result,
+            'fail_phase': phase,
             'perfvalues': {'testbed-local:default:time_over_shm':
                            [v, 0, None, None, 'ratio', 'pass'],
                            'testbed-local:default:latency': [v, 0, None, None, 'us', 'pass']}}
@@ -106,13 +107,25 @@ def test_derive_median_and_log_space_tolerance_per_variable(tmp_path):
     assert len(references.load(out)) == len(rows)
 
 
-def test_derive_ignores_failed_and_injected_runs_and_needs_three(tmp_path):
+def test_derive_ignores_broken_runs_and_needs_three(tmp_path):
     reports = [fake_report(tmp_path, f'r{i}.json', f's{i}', {'c': 1.0}) for i in range(2)]
     with pytest.raises(references.ReferenceError, match='at least 3 run reports'):
         references.derive(reports)
-    reports.append(fake_report(tmp_path, 'f.json', 'sf', {'c': 1.0}, result='fail'))
+    reports.append(fake_report(tmp_path, 'f.json', 'sf', {'c': 1.0}, result='fail',
+                               phase='sanity'))
     rows, left_out = references.derive(reports)
     assert not rows and all('fewer than 3' in why for _, why in left_out)
+
+
+def test_a_figure_that_missed_its_reference_still_counts(tmp_path):
+    # A clean run whose figure missed is how the band learns the machine's real spread.
+    reports = [fake_report(tmp_path, f'r{i}.json', f's{i}', {'c': v})
+               for i, v in enumerate([1.0, 1.01])]
+    reports.append(fake_report(tmp_path, 'm.json', 'sm', {'c': 1.2}, result='fail',
+                               phase='performance'))
+    rows, _ = references.derive(reports)
+    assert all(r['runs'] == 's0 s1 sm' for r in rows)
+    assert float(rows[0]['upper']) > 0.2
 
 
 def test_p2p_modes_are_asserted_through_their_median(tmp_path):
@@ -132,6 +145,7 @@ def test_p2p_modes_are_asserted_through_their_median(tmp_path):
         return path
     rows, _ = references.derive([report('a', 'a', 0), report('b', 'b', 1), report('c', 'c', 0)])
     assert [(r['test'], r['case']) for r in rows] == [('P2PStack', 'small/warm')]
+    assert rows[0]['machine'] == 'm-1'      # P2PStack's ratios do not travel: this machine's
     # The median of 2.0, 2.1, ..., 3.1 is 2.55; the run where one mode jumps 3.5x moves it by
     # one rank only (2.65), so the band stays under 10 % instead of covering the jump.
     assert float(rows[0]['value']) == pytest.approx(2.55)

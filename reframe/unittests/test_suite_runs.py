@@ -74,17 +74,25 @@ def test_malformed_reference_file_fails_the_test_before_it_runs(workdir):
     assert f"{bad}: line 2: field value: 'fast' is not a number" in tc['fail_reason']
 
 
-def test_a_stack_whose_build_fails_fails_alone(workdir):
+def registry_with(workdir, name, cc, launcher):
+    """The shipped registry plus one MPICH-like stack `name` with its own compiler and
+    launcher (TOML list text), written to workdir; returns its path."""
     reg = workdir / 'stacks.toml'
-    reg.write_text(registry.DEFAULT_FILE.read_text() + '''
-[stacks."broken-1.0"]
+    reg.write_text(registry.DEFAULT_FILE.read_text() + f'''
+[stacks."{name}"]
 family = "mpich"
 origin = "debian"
 packages = ["mpich"]
-cc = "/nonexistent/mpicc"
-launcher = ["mpiexec.mpich", "-n", "{ntasks}"]
+cc = "{cc}"
+launcher = {launcher}
 features = ["mpi"]
 ''')
+    return reg
+
+
+def test_a_stack_whose_build_fails_fails_alone(workdir):
+    reg = registry_with(workdir, 'broken-1.0', '/nonexistent/mpicc',
+                        '["mpiexec.mpich", "-n", "{ntasks}"]')
     proc, cases = reframe(workdir, '-r', *QUICK, env={
         'TESTBED_REGISTRY': str(reg), 'TESTBED_STACKS': 'broken-1.0,mpich-4.0'})
     assert proc.returncode != 0
@@ -98,16 +106,8 @@ features = ["mpi"]
 
 def test_a_hung_stack_costs_one_time_limit(workdir):
     # A launcher that never returns: the suite must give up after one time limit, not retry.
-    reg = workdir / 'stacks.toml'
-    reg.write_text(registry.DEFAULT_FILE.read_text() + '''
-[stacks."hung-1.0"]
-family = "mpich"
-origin = "debian"
-packages = ["mpich"]
-cc = "mpicc.mpich"
-launcher = ["sh", "-c", "sleep 300", "{ntasks}"]
-features = ["mpi"]
-''')
+    reg = registry_with(workdir, 'hung-1.0', 'mpicc.mpich',
+                        '["sh", "-c", "sleep 300", "{ntasks}"]')
     suite = (REPO / 'ci' / 'suite.sh').read_text()
     assert '--max-retries' not in suite.split('reframe -c tests')[1].split('rc=$?')[0]
     t0 = time.monotonic()
