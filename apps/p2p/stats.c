@@ -2,6 +2,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "../common/tb_version.h"
 
 #include "stats.h"
 
@@ -36,15 +39,15 @@ struct stats summarise(double *v, int n)
 
 void json_str(const char *s)
 {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
+    /* One escaper for every program (apps/common/tb_version.c); an escape is at most
+     * six characters ("\u001f"), so this buffer always holds the whole text. */
+    size_t len = 6 * strlen(s) + 1;
+    char *buf = malloc(len);
+    if (!buf) {
+        fprintf(stderr, "p2p: out of memory escaping a record string\n");
+        exit(1);
     }
-    putchar('"');
+    tb_json_escape(s, buf, len);
+    printf("\"%s\"", buf);
+    free(buf);
 }

@@ -304,7 +304,7 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
             cpus = [tuple(r['cpus']) for r in ranks]
             if tag.startswith('p2p-') and stack.self_bind:   # p2p pins itself after the record
                 run = runs[int(tag[5:]) - 1] if len(runs) >= int(tag[5:]) else {}
-                cpus = [(run.get('cpu_rank0_start'),), (run.get('cpu_rank1_start'),)]
+                cpus = [(c,) for c in run.get('cpus_start', [None, None])]
             if len(ranks) != 2:
                 self.problems.append(f'{tag}: {len(ranks)} rank records, expected 2')
             elif any(len(c) != 1 for c in cpus) or cpus[0] == cpus[1]:
