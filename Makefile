@@ -1,5 +1,6 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
-.PHONY: setup test run list references summary clean slowdown
+.PHONY: setup test run list references summary clean slowdown cluster-up cluster-status \
+        cluster-down
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
 	bash ci/setup.sh
@@ -26,3 +27,12 @@ clean:            ## remove run outputs (not the installed stacks)
 
 slowdown:         ## prove the references bite: the p2p quick tests slowed by FACTOR (e.g. 1.2)
 	bash ci/slowdown.sh "$(FACTOR)" $(ARGS)
+
+cluster-up:       ## start the emulated cluster: NODES (2, up to 4), PROFILE (native|gige|10gige), MTU
+	python3 site/cluster/cluster.py up --nodes "$(or $(NODES),2)" --profile "$(or $(PROFILE),native)" --mtu "$(or $(MTU),1500)"
+
+cluster-status:   ## what of the emulated cluster is up
+	python3 site/cluster/cluster.py status
+
+cluster-down:     ## stop it and remove every namespace, link, daemon and state (also after a crash)
+	python3 site/cluster/cluster.py down

@@ -1,5 +1,8 @@
 """ReFrame configuration of the embedded default: this one machine, ReFrame's local scheduler,
-one programming environment per stack of the registry (site/stacks.toml).
+one programming environment per stack of the registry (site/stacks.toml); and, when it is up
+(make cluster-up), the emulated Slurm cluster of site/cluster/ as the system 'testbed-cluster'
+(select it with --system testbed-cluster). Its partition is named after the link profile and
+MTU in force (e.g. native_mtu1500), so that every result and reference is keyed by them.
 
 TESTBED_STACKS=a,b limits the run to some stacks (an unknown name is an error naming it).
 Stage directories live under /var/tmp so that the unprivileged account that runs the MPI jobs
@@ -7,6 +10,7 @@ can read the binaries whatever the permissions of the checkout; outputs, perflog
 reports stay in reframe/ of the checkout.
 """
 import getpass
+import json
 import os
 import sys
 
@@ -17,6 +21,51 @@ from testbed import registry  # noqa: E402
 REGISTRY = registry.load()
 STACKS = REGISTRY.select(os.environ.get('TESTBED_STACKS'))
 RUNS = os.path.join(REPO, 'reframe')
+CLUSTER_STATE = os.path.join(os.environ.get('TESTBED_CLUSTER_DIR', '/run/mpi-testbed-cluster'),
+                             'state.json')
+
+
+def cluster_system():
+    """The emulated cluster as a ReFrame system, or None when it is not up."""
+    try:
+        with open(CLUSTER_STATE) as fh:
+            state = json.load(fh)
+    except FileNotFoundError:
+        return None
+    # sbatch, squeue and srun, run by ReFrame itself, find the cluster through SLURM_CONF.
+    os.environ['SLURM_CONF'] = state['slurm_conf']
+    link = state['link']
+    return {
+        'name': 'testbed-cluster',
+        'descr': f"Emulated cluster: {len(state['nodes'])} Slurm nodes in network namespaces "
+                 f"of this machine, link profile {state['profile']}, MTU {state['mtu']}",
+        'hostnames': ['^testbed-cluster-never-matches-a-host$'],
+        'stagedir': os.environ.get('TESTBED_STAGEDIR',
+                                   f'/var/tmp/mpi-testbed-{getpass.getuser()}/stage'),
+        'outputdir': os.path.join(RUNS, 'output'),
+        'partitions': [{
+            'name': f"{state['profile']}_mtu{state['mtu']}",
+            'descr': f"Slurm partition 'cluster', srun with each stack's PMI; "
+                     f"{link.get('descr', '')}",
+            # squeue, not slurm: the emulated cluster keeps no accounting (sacct)
+            'scheduler': 'squeue',
+            'launcher': 'srun',
+            # As root, jobs are submitted as the job account (MPI jobs never run as root);
+            # StackLaunch hands it the stage directory.
+            'access': ['--partition=cluster'] + (
+                [f'--uid={REGISTRY.run_as}', f'--gid={REGISTRY.run_as}']
+                if os.geteuid() == 0 else []),
+            'max_jobs': 1,
+            'environs': [s.environ for s in STACKS if s.srun_mpi],
+            'processor': {'num_cpus': 1},
+            'extras': {'nodes': len(state['nodes']), 'link_profile': state['profile'],
+                       'mtu': state['mtu'], 'rate_mbit': link.get('rate_mbit'),
+                       'delay_us': link.get('delay_us'),
+                       # between nodes: MPI over TCP, measured against raw TCP
+                       'knobs': {'transport': 'tcp'},
+                       'p2p_baselines': 'memcpy,tcp,tcp_poll'},
+        }],
+    }
 
 site_configuration = {
     'systems': [{
@@ -35,7 +84,7 @@ site_configuration = {
             'environs': [s.environ for s in STACKS],
             'processor': {'num_cpus': os.cpu_count()},
         }],
-    }],
+    }] + [system for system in [cluster_system()] if system],
     'environments': [{
         'name': s.environ,
         'cc': s.compiler,

@@ -555,10 +555,10 @@ int main(int argc, char **argv)
     r.a.recv = aligned_alloc(4096, (r.a.len + 4095) / 4096 * 4096);
     if (o.cache_cold && (r.a.evict = aligned_alloc(4096, (r.a.len + 4095) / 4096 * 4096)))
         memset(r.a.evict, 1, r.a.len);
-    struct channel ch[3];
+    struct channel ch[P2P_MAX_CHANNELS];
     memset(ch, 0, sizeof ch);
     int ok = r.a.send && r.a.recv;
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < P2P_MAX_CHANNELS; c++) {
         ch[c].reps = malloc((size_t)o.nsizes * sizeof *ch[c].reps);
         ch[c].t = malloc((size_t)o.nsizes * (size_t)o.samples * sizeof *ch[c].t);
         ok = ok && ch[c].reps && ch[c].t;
@@ -590,6 +590,8 @@ int main(int argc, char **argv)
     if (o.transport != T_MPI) {
         if (o.transport == T_SHM)
             tr_shm_init(&ch[0].tp);
+        else if (o.transport == T_TCP || o.transport == T_TCP_POLL)
+            tr_tcp_init(&ch[0].tp, o.transport == T_TCP_POLL);
         else
             tr_memcpy_init(&ch[0].tp);
         measure(&r, ch, 1);
@@ -606,6 +608,10 @@ int main(int argc, char **argv)
                     tr_shm_init(&ch[nch++].tp);
                 if (o.baselines & BASE_MEMCPY)
                     tr_memcpy_init(&ch[nch++].tp);
+                if (o.baselines & BASE_TCP)
+                    tr_tcp_init(&ch[nch++].tp, 0);
+                if (o.baselines & BASE_TCP_POLL)
+                    tr_tcp_init(&ch[nch++].tp, 1);
                 measure(&r, ch, nch);
             }
         }
@@ -624,7 +630,7 @@ int main(int argc, char **argv)
     free(r.a.send);
     free(r.a.recv);
     free(r.a.evict);
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < P2P_MAX_CHANNELS; c++) {
         free(ch[c].reps);
         free(ch[c].t);
     }

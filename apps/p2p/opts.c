@@ -25,9 +25,11 @@ void p2p_usage(void)
 "  --min-time-ms T   a sample lasts at least T ms (default 1; 0.01..10000)\n"
 "  --cache MODE      warm (default: one buffer reused, as NetPIPE and IMB)\n"
 "                    or cold (a ring of buffers twice the last-level cache)\n"
-"  --transport T     mpi (default), shm or memcpy: what is measured\n"
-"  --baselines LIST  raw layers interleaved with the MPI transport: shm,\n"
-"                    memcpy, both (default shm,memcpy) or none\n"
+"  --transport T     mpi (default), shm, memcpy, tcp or tcp_poll: what is\n"
+"                    measured (tcp: blocking socket; tcp_poll: busy-polled)\n"
+"  --baselines LIST  raw layers interleaved with the MPI transport, a comma\n"
+"                    list of shm, memcpy, tcp, tcp_poll; both (= shm,memcpy,\n"
+"                    the default) or none\n"
 "  --pair NAME|all   e.g. Ssend-Irecv (default all)\n"
 "  --variant V       complete (default), preposted (Irecv pairs only), or\n"
 "                    all (complete for every pair, preposted for Irecv pairs)\n"
@@ -177,6 +179,42 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
+/* "none", "both" (shm,memcpy) or a comma list of shm, memcpy, tcp, tcp_poll. */
+static int parse_baselines(const char *val, int *out, char *err, size_t errlen)
+{
+    static const struct { const char *name; int bit; } known[] = {
+        { "shm", BASE_SHM }, { "memcpy", BASE_MEMCPY }, { "tcp", BASE_TCP },
+        { "tcp_poll", BASE_TCP_POLL },
+    };
+    *out = 0;
+    if (!strcmp(val, "none"))
+        return 0;
+    if (!strcmp(val, "both")) {
+        *out = BASE_SHM | BASE_MEMCPY;
+        return 0;
+    }
+    const char *p = val;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        int bit = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            if (strlen(known[k].name) == len && !strncmp(p, known[k].name, len))
+                bit = known[k].bit;
+        if (!bit) {
+            snprintf(err, errlen, "p2p: --baselines: '%.*s' in '%s' is not shm, memcpy,"
+                     " tcp or tcp_poll (or give both or none)", (int)len, p, val);
+            return 2;
+        }
+        *out |= bit;
+        p += len + (p[len] == ',');
+    }
+    if (!*out) {
+        snprintf(err, errlen, "p2p: --baselines: empty list");
+        return 2;
+    }
+    return 0;
+}
+
 int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
                    size_t errlen)
 {
@@ -286,23 +324,16 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
             if (!strcmp(val, "mpi"))         o->transport = T_MPI;
             else if (!strcmp(val, "shm"))    o->transport = T_SHM;
             else if (!strcmp(val, "memcpy")) o->transport = T_MEMCPY;
+            else if (!strcmp(val, "tcp"))    o->transport = T_TCP;
+            else if (!strcmp(val, "tcp_poll")) o->transport = T_TCP_POLL;
             else {
-                snprintf(err, errlen, "p2p: --transport: '%s' is not mpi, shm"
-                         " or memcpy", val);
+                snprintf(err, errlen, "p2p: --transport: '%s' is not mpi, shm,"
+                         " memcpy, tcp or tcp_poll", val);
                 return 2;
             }
         } else if (!strcmp(name, "--baselines")) {
-            if (!strcmp(val, "none"))                o->baselines = 0;
-            else if (!strcmp(val, "shm"))            o->baselines = BASE_SHM;
-            else if (!strcmp(val, "memcpy"))         o->baselines = BASE_MEMCPY;
-            else if (!strcmp(val, "shm,memcpy") || !strcmp(val, "memcpy,shm") ||
-                     !strcmp(val, "both"))
-                o->baselines = BASE_SHM | BASE_MEMCPY;
-            else {
-                snprintf(err, errlen, "p2p: --baselines: '%s' is not shm, memcpy,"
-                         " shm,memcpy, both or none", val);
+            if (parse_baselines(val, &o->baselines, err, errlen))
                 return 2;
-            }
         } else if (!strcmp(name, "--stack")) {
             if (!*val) {
                 snprintf(err, errlen, "p2p: --stack: empty label");

@@ -9,9 +9,10 @@
 #define P2P_MAX_SIZE 268435456L /* 256 MiB: largest message accepted */
 
 enum variant { VAR_COMPLETE = 1, VAR_PREPOSTED = 2, VAR_ALL = 3 };
-enum transport_kind { T_MPI = 0, T_SHM = 1, T_MEMCPY = 2 };
+enum transport_kind { T_MPI = 0, T_SHM = 1, T_MEMCPY = 2, T_TCP = 3, T_TCP_POLL = 4 };
 /* Baselines measured in the same run, interleaved with the transport. */
-enum baseline { BASE_SHM = 1, BASE_MEMCPY = 2 };
+enum baseline { BASE_SHM = 1, BASE_MEMCPY = 2, BASE_TCP = 4, BASE_TCP_POLL = 8 };
+#define P2P_MAX_CHANNELS 5 /* the transport and up to four baselines */
 
 struct options {
     int help;

@@ -4,7 +4,7 @@
  * calibration, sampling, payload checks, statistics and records. A transport
  * moves one message at a time with the few calls below, so that two
  * transports measured by the same driver differ in nothing but the transport
- * (NetPIPE's shape). Raw TCP and PVM plug in here as further tr_*.c files.
+ * (NetPIPE's shape). Raw TCP is tr_tcp.c; PVM plugs in here as a further file.
  *
  * Round trip, as the driver runs it (rank 0 starts, rank 1 answers):
  *   rank 0: [post] send [post] recv      rank 1: [post] recv [post] send
@@ -37,5 +37,6 @@ struct tport {
 void tr_mpi_init(struct tport *t, int pair, int preposted);
 void tr_shm_init(struct tport *t);
 void tr_memcpy_init(struct tport *t);
+void tr_tcp_init(struct tport *t, int poll); /* poll: busy-poll, else blocking */
 
 #endif

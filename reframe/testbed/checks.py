@@ -3,10 +3,12 @@ that starts jobs the way the registry says, and the reference lookup."""
 import json
 import os
 import pwd
+import re
 import shlex
 from pathlib import Path
 
 import reframe as rfm
+import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import BuildError, ReframeError
@@ -120,8 +122,11 @@ class StackLaunch(rfm.RegressionMixin):
         reg, stack = stack_of(self)
         self.stack_name = stack.name
         drop = drop_privileges(reg)
+        # The partition's knob values (e.g. transport=tcp between the nodes of a cluster)
+        # under the test's own; recorded in self.knobs, so that the report says what ran.
+        self.knobs = {**self.current_partition.extras.get('knobs', {}), **self.knobs}
         try:
-            env = stack.knob_settings(self.knobs)[0]   # the stack env is in the environment
+            env, knob_opts = stack.knob_settings(self.knobs)
             argv = stack.launch_command(self.num_tasks, self.knobs)
         except KeyError as err:
             raise ReframeError(f'{reg.path}: stacks.{stack.name}.knobs: {err.args[0]}') from None
@@ -129,10 +134,16 @@ class StackLaunch(rfm.RegressionMixin):
         # verbatim: quote them ({job}'s $$ stays live).
         self.env_vars.update({k: registry.shell_word(v) for k, v in env.items()})
         self.inject_slowdown()
-        if self.current_partition.launcher_type.registered_name == 'local':
+        launcher = self.current_partition.launcher_type.registered_name
+        if launcher == 'local':
             full = [registry.shell_word(a) for a in drop + argv]
             self.job.launcher.modifier = full[0]
             self.job.launcher.modifier_options = full[1:]
+        elif launcher == 'srun':
+            self.launch_with_srun(reg, stack, knob_opts)
+        else:
+            raise ReframeError(f'{self.current_partition.fullname}: launcher {launcher!r}: the '
+                               f'testbed launches with local (the stack\'s own) or srun')
         if stack.boot:
             run = ' '.join(shlex.quote(a) for a in drop)
             boot, halt = shlex.join(stack.boot), shlex.join(stack.halt)
@@ -144,6 +155,46 @@ class StackLaunch(rfm.RegressionMixin):
                 f'{run} {boot} > daemon-boot.log 2>&1 || '
                 f'{{ echo "{stack.boot[0]} failed; see daemon-boot.log" >&2; exit 1; }}',
             ]
+
+    @sn.deferrable
+    def exit_code(self):
+        """The launch's exit code: the scheduler's, or where it cannot tell (squeue keeps no
+        accounting) what the job script printed after the launch; None if neither knows."""
+        if self.job.exitcode is not None:
+            return self.job.exitcode
+        path = os.path.join(self.stagedir, self.stderr.evaluate())
+        try:
+            with open(path, errors='replace') as fh:
+                found = re.findall(r'^TESTBED-EXIT (\d+)$', fh.read(), re.M)
+        except OSError:
+            return None
+        return int(found[-1]) if found else None
+
+    def launch_with_srun(self, reg, stack, knob_opts):
+        """srun starts the ranks with the PMI the registry names for the stack, as the job
+        account (srun --uid: the job itself is root's); knobs travel in the environment."""
+        if not stack.srun_mpi:
+            raise ReframeError(f'{reg.path}: stacks.{stack.name}.srun_mpi: not set, so srun '
+                               f'cannot start this stack (measure: site/cluster/'
+                               f'launcher_table.py)')
+        if knob_opts:
+            raise ReframeError(f'{reg.path}: stacks.{stack.name}.knobs {self.knobs}: launcher '
+                               f'options {knob_opts} exist for the stack\'s own launcher only; '
+                               f'srun cannot pass them (use the library\'s environment '
+                               f'variables)')
+        self.job.launcher.options = [f'--mpi={stack.srun_mpi}'] + \
+            list(self.job.launcher.options)
+        # squeue (no accounting) cannot tell a job's exit code: the script says it itself
+        self.postrun_cmds.insert(0, 'echo "TESTBED-EXIT $?" >&2')
+        if drop_privileges(reg):
+            # The partition submits the job as the job account (its access options): the job
+            # writes its output into the stage directory, so that account owns it.
+            account = pwd.getpwnam(reg.run_as)
+            os.chown(self.stagedir, account.pw_uid, account.pw_gid)
+            self.env_vars['HOME'] = account.pw_dir
+        if stack.boot:
+            raise ReframeError(f'{reg.path}: stacks.{stack.name}: boots daemons ({stack.boot}); '
+                               f'under srun that needs the fallback launcher, not built yet')
 
     def inject_slowdown(self):
         """Proof that references bite: with TESTBED_INJECT_SLOWDOWN=F in ReFrame's environment

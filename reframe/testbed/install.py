@@ -28,6 +28,10 @@ BASE_DEBS = ['build-essential', 'python3-venv', 'util-linux', 'procps', 'libopen
 # The peer benchmarks reframe/tests/peers.py compares apps/p2p with (IMB-MPI1 comes with the
 # Intel MPI wheel): NetPIPE 3.7.2 built against Debian's MPICH, Open MPI and LAM.
 PEER_DEBS = ['netpipe-mpich2', 'netpipe-openmpi', 'netpipe-lam']
+# The emulated cluster (site/cluster/cluster.py): Slurm 22.05 with munge, iproute2's ip and tc
+# for the namespaces and shaped links. The package's daemons are not started (no systemd here);
+# the cluster starts its own, with its own key and configuration.
+CLUSTER_DEBS = ['slurm-wlm', 'slurm-wlm-basic-plugins', 'munge', 'iproute2']
 HPL_SOURCE = 'src/hpcc'      # under the testbed home; apps/hpl/build.sh --src-dir
 
 
@@ -132,6 +136,7 @@ def main(argv=None):
     for step, action in [
         ('base packages', lambda f: apt_install(BASE_DEBS, f, updated)),
         ('peer benchmarks', lambda f: apt_install(PEER_DEBS, f, updated)),
+        ('emulated cluster', lambda f: apt_install(CLUSTER_DEBS, f, updated)),
         ('ReFrame venv', lambda f: make_venv(str(home / 'reframe'), TOOL_PACKAGES, f)),
         (f'account {reg.run_as}', lambda f: ensure_account(reg.run_as, f)),
     ]:

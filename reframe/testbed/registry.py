@@ -85,6 +85,9 @@ class Stack:
     extra_sources: tuple = ()
     self_bind: bool = False
     knobs: dict = field(default_factory=dict)
+    #: how srun starts this stack's ranks on a Slurm partition (pmi2 | pmix), as measured by
+    #: site/cluster/launcher_table.py; empty: srun cannot, the stack runs on local partitions
+    srun_mpi: str = ''
 
     @property
     def environ(self):
@@ -208,7 +211,8 @@ def _knob(path, where, name, raw):
 
 REQUIRED = ('family', 'origin', 'packages', 'cc', 'launcher')
 OPTIONAL = ('launcher_options', 'env', 'features', 'boot', 'halt', 'wipe', 'extra_sources',
-            'self_bind', 'knobs')
+            'self_bind', 'knobs', 'srun_mpi')
+SRUN_MPI = ('pmi2', 'pmix')
 
 
 def _stack(path, name, raw, prefix_root):
@@ -233,6 +237,9 @@ def _stack(path, name, raw, prefix_root):
     if bool(raw.get('boot')) != bool(raw.get('halt')):
         _fail(path, f'{where}.halt' if raw.get('boot') else f'{where}.boot',
               'boot and halt go together: a daemon that is started must be stopped')
+    srun_mpi = raw.get('srun_mpi', '')
+    if srun_mpi and srun_mpi not in SRUN_MPI:
+        _fail(path, f'{where}.srun_mpi', f'{srun_mpi!r} is not one of {", ".join(SRUN_MPI)}')
     knobs_raw = raw.get('knobs', {})
     if not isinstance(knobs_raw, dict):
         _fail(path, f'{where}.knobs', f'expected a table, got {knobs_raw!r}')
@@ -252,6 +259,7 @@ def _stack(path, name, raw, prefix_root):
         extra_sources=_str_list(path, f'{where}.extra_sources', raw.get('extra_sources', [])),
         self_bind=_bool(path, f'{where}.self_bind', raw.get('self_bind', False)),
         knobs={k: _knob(path, f'{where}.knobs.{k}', k, v) for k, v in knobs_raw.items()},
+        srun_mpi=_str(path, f'{where}.srun_mpi', srun_mpi) if srun_mpi else '',
     )
 
 

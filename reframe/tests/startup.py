@@ -17,6 +17,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+from testbed import registry  # noqa: E402
 from testbed.checks import APPS, AppBuild, ReferenceLookup, drop_privileges, stack_of  # noqa
 from testbed.perf import lookup, set_perf_variables  # noqa: E402
 
@@ -55,6 +56,10 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
         reg, stack = stack_of(self)
         self.stack_name = stack.name
         launcher = shlex.join(stack.launch_command('{np}'))
+        # The knobs' defaults act through the library's environment variables, as in every
+        # other test (site/stacks.toml): written into the job script, inherited by the launches.
+        self.env_vars.update({k: registry.shell_word(v)
+                              for k, v in stack.knob_settings()[0].items()})
         self.executable = sys.executable
         self.executable_opts = [
             str(APPS / 'startup' / 'launch_times.py'), '--launcher', shlex.quote(launcher),
