@@ -8,8 +8,8 @@ setup:            ## install Debian packages, ReFrame and the PyPI stacks
 test:             ## the test command: set-up, pytest, quick ReFrame pass with references
 	bash ci/test.sh
 
-run: setup        ## the full point-to-point matrix on every stack, then the summary table
-	bash ci/suite.sh full
+run: setup        ## everything in full on every stack, then on the emulated cluster; summaries
+	bash ci/suite.sh full; rc=$$?; bash ci/cluster.sh full || rc=1; exit $$rc
 
 list:             ## list the ReFrame checks for every stack
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && cd reframe && reframe -c tests -l

@@ -2,7 +2,9 @@
 # The project's test command (README: `make test`; .ci/run calls it):
 #   1. set-up (idempotent), 2. pytest of the Python parts and the bad-input/leftover checks,
 #   3. a quick pass of the ReFrame suite over every stack with references asserted,
-#   4. the summary table and the check that no daemon or launcher is left behind.
+#   4. the summary table and the check that no daemon or launcher is left behind,
+#   5. the same point-to-point matrix across two nodes of the emulated Slurm cluster, under
+#      four link profiles (ci/cluster.sh), the cluster taken down after each.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -20,6 +22,10 @@ echo "== ReFrame quick pass over every stack (references asserted)"
 bash ci/suite.sh quick || status=1
 t_suite=$(date +%s)
 
+echo "== the emulated Slurm cluster: two nodes, four link profiles (ci/cluster.sh quick)"
+bash ci/cluster.sh quick || status=1
+t_cluster=$(date +%s)
+
 echo "== wall time: set-up $((t_setup - t_start)) s, pytest $((t_pytest - t_setup)) s," \
-     "ReFrame quick pass $((t_suite - t_pytest)) s (builds and runs: see summary above)"
+     "ReFrame quick pass $((t_suite - t_pytest)) s, cluster $((t_cluster - t_suite)) s"
 exit $status

@@ -2,7 +2,8 @@
 one programming environment per stack of the registry (site/stacks.toml); and, when it is up
 (make cluster-up), the emulated Slurm cluster of site/cluster/ as the system 'testbed-cluster'
 (select it with --system testbed-cluster). Its partition is named after the link profile and
-MTU in force (e.g. native_mtu1500), so that every result and reference is keyed by them.
+MTU in force (e.g. mtu1500_native, mtu9000_10gige: ReFrame names start with a letter), so that
+every result and reference is keyed by them.
 
 TESTBED_STACKS=a,b limits the run to some stacks (an unknown name is an error naming it).
 Stage directories live under /var/tmp so that the unprivileged account that runs the MPI jobs
@@ -44,7 +45,7 @@ def cluster_system():
                                    f'/var/tmp/mpi-testbed-{getpass.getuser()}/stage'),
         'outputdir': os.path.join(RUNS, 'output'),
         'partitions': [{
-            'name': f"{state['profile']}_mtu{state['mtu']}",
+            'name': f"mtu{state['mtu']}_{state['profile']}",
             'descr': f"Slurm partition 'cluster', srun with each stack's PMI; "
                      f"{link.get('descr', '')}",
             # squeue, not slurm: the emulated cluster keeps no accounting (sacct)
@@ -60,7 +61,7 @@ def cluster_system():
             'processor': {'num_cpus': 1},
             'extras': {'nodes': len(state['nodes']), 'link_profile': state['profile'],
                        'mtu': state['mtu'], 'rate_mbit': link.get('rate_mbit'),
-                       'delay_us': link.get('delay_us'),
+                       'bucket_bytes': state.get('bucket_bytes'),
                        # between nodes: MPI over TCP, measured against raw TCP
                        'knobs': {'transport': 'tcp'},
                        'p2p_baselines': 'memcpy,tcp,tcp_poll'},

@@ -111,7 +111,9 @@ def app_tables(report, stacks):
             stacks.append(stack)
         t = by_test.setdefault(test, {})
         case = tc.get('reference_case') or '-'
-        if tc['result'] != 'pass' and not tc.get('perfvalues'):
+        if tc['result'] == 'skip':
+            t.setdefault((case, ''), {})[stack] = 'skipped'
+        elif tc['result'] != 'pass' and not tc.get('perfvalues'):
             t.setdefault((case, ''), {})[stack] = 'FAILED'
         if tc['result'] == 'pass' and not tc.get('perfvalues'):
             t.setdefault((case, 'sanity'), {})[stack] = 'passed'

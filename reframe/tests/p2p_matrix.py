@@ -43,7 +43,7 @@ class P2PBuild(AppBuild):
 class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     descr = 'Ping-pong round trips for one send/receive pair over one size range'
     mode = parameter(MODES, fmt=lambda m: f'{m[0]}/{m[1]}')
-    size_range = parameter(['small', 'medium', 'large', 'netpipe'])
+    size_range = parameter(['small', 'medium', 'large', 'netpipe', 'quick'])
     #: samples per size (passes over the size list); the README's quick pass lowers it
     samples = variable(int, value=30)
     #: a sample lasts at least this long (ms), so it spans many round trips at every size
@@ -137,6 +137,9 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             if r['checked_messages'] < least:
                 return (f"{r['transport']} {r['size_bytes']} bytes: {r['checked_messages']} "
                         f'messages payload-checked, fewer than {least}')
+        problem = self._within_link_rate(rows)
+        if problem:
+            return problem
         run = records(self._out_path(), 'P2P-RUN')[0]
         end = records(self._out_path(), 'P2P-END')[0]
         if self.num_tasks_per_node == 1 and run['host'] == run['host_rank1']:
@@ -149,6 +152,29 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         if problem:
             return problem
         return True
+
+    #: a shaped link carries at most its rate; 2% for the clock and the token bucket
+    LINK_RATE_TOLERANCE = 0.02
+    #: ... for messages of at least this many token buckets: a smaller one leaves in one burst
+    #: (the bucket does not serialise a single packet at the link rate as a wire does)
+    LINK_RATE_MIN_BUCKETS = 50
+
+    def _within_link_rate(self, rows):
+        """On a shaped link (partition extras 'rate_mbit', 'bucket_bytes'), no transport between
+        the two nodes may move a large message faster than the link rate: if one does, the
+        shaping is not in force and every figure of the run is of another network."""
+        extras = self.current_partition.extras
+        rate, bucket = extras.get('rate_mbit'), extras.get('bucket_bytes')
+        if not rate or not bucket or self.num_tasks_per_node != 1:
+            return None
+        cap = rate / 8 * (1 + self.LINK_RATE_TOLERANCE)          # MB/s (10^6 bytes/s)
+        for r in rows:
+            if (r['transport'] != 'memcpy' and r['bandwidth_MBps'] > cap
+                    and r['size_bytes'] >= self.LINK_RATE_MIN_BUCKETS * bucket):
+                return (f"{r['transport']} at {r['size_bytes']} bytes: {r['bandwidth_MBps']:.1f} "
+                        f"MB/s, above the {rate} Mbit/s link ({cap:.1f} MB/s with "
+                        f"{self.LINK_RATE_TOLERANCE:.0%}): is the link profile in force?")
+        return None
 
     @run_after('sanity')
     def keep_tables(self):

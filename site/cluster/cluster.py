@@ -66,7 +66,7 @@ def load_profiles(path=LINKS):
             data = tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ClusterError(f'{path}: {e}')
-    known = {'descr', 'rate_mbit', 'delay_us', 'tcp_rmem', 'tcp_wmem'}
+    known = {'descr', 'rate_mbit', 'tcp_rmem', 'tcp_wmem'}
     for name, prof in data.items():
         if not isinstance(prof, dict):
             raise ClusterError(f'{path}: [{name}]: a profile is a table')
@@ -74,7 +74,10 @@ def load_profiles(path=LINKS):
             if field not in known:
                 raise ClusterError(f'{path}: [{name}].{field}: unknown field '
                                    f'(known: {", ".join(sorted(known))})')
-        for field in ('rate_mbit', 'delay_us'):
+        if 'delay_us' in prof:
+            raise ClusterError(f'{path}: [{name}].delay_us: a delay needs netem, which this '
+                               f'kernel lacks (CONFIG_NET_SCH_NETEM is not set)')
+        for field in ('rate_mbit',):
             v = prof.get(field)
             if v is not None and (not isinstance(v, (int, float)) or v <= 0):
                 raise ClusterError(f'{path}: [{name}].{field}: {v!r} is not a positive number')
@@ -148,15 +151,22 @@ def add_link(member, mtu):
     in_ns(ns, 'ip', 'addr', 'add', f"{member['addr']}/24", 'dev', 'eth0')
 
 
-def shape(member, prof):
-    """Apply a link profile to the egress of the member's eth0; returns what was applied."""
+def bucket_bytes(mtu):
+    """The token bucket of a shaped link: two frames."""
+    return 2 * (mtu + 64)
+
+
+def shape(member, prof, mtu):
+    """Apply a link profile to the egress of the member's eth0; returns what was applied.
+
+    Rate by tbf: this kernel has tbf and htb but no netem (CONFIG_NET_SCH_NETEM is not set),
+    so no delay can be added. The bucket holds two frames, so that a large message cannot
+    borrow more than that from an idle link (1.7% of 1 MiB at MTU 9000)."""
     ns, applied = member['ns'], {}
-    if prof.get('rate_mbit') or prof.get('delay_us'):
-        argv = ['tc', 'qdisc', 'add', 'dev', 'eth0', 'root', 'netem', 'limit', '100000']
-        if prof.get('delay_us'):
-            argv += ['delay', f"{prof['delay_us']}us"]
-        if prof.get('rate_mbit'):
-            argv += ['rate', f"{prof['rate_mbit']}mbit"]
+    if prof.get('rate_mbit'):
+        burst = bucket_bytes(mtu)
+        argv = ['tc', 'qdisc', 'add', 'dev', 'eth0', 'root', 'tbf',
+                'rate', f"{prof['rate_mbit']}mbit", 'burst', str(burst), 'latency', '50ms']
         in_ns(ns, *argv)
         applied['qdisc'] = ' '.join(argv[6:])
     for key in ('tcp_rmem', 'tcp_wmem'):
@@ -294,7 +304,7 @@ def up(n_nodes, profile_name, mtu):
         shaping = {}
         for n in nodes:
             add_link(n, mtu)
-            shaping[n['name']] = shape(n, prof)
+            shaping[n['name']] = shape(n, prof, mtu)
         start_munge()
         start_in(CTL, CTL['name'], ['slurmctld', '-D', '-i', '-f', f'{RUN}/slurm.conf'],
                  f'{RUN}/log/slurmctld.out')
@@ -306,6 +316,7 @@ def up(n_nodes, profile_name, mtu):
                  f'{RUN}/log/slurmctld.log')
         state = {'nodes': nodes, 'profile': profile_name, 'mtu': mtu,
                  'link': {k: v for k, v in prof.items()}, 'applied': shaping,
+                 'bucket_bytes': bucket_bytes(mtu) if prof.get('rate_mbit') else None,
                  'controller': CTL, 'bridge': BRIDGE, 'host_addr': HOST_ADDR,
                  'slurm_conf': f'{RUN}/slurm.conf', 'started': time.time()}
         with open(STATE, 'w') as fh:
@@ -412,10 +423,29 @@ def status():
     for n in st['nodes']:
         print(f"  {n['name']:6} {n['addr']:14} netns {n['ns']:12} cpu {n['cpu']}  "
               f"{st['applied'].get(n['name']) or 'unshaped'}")
+    dead = [f'{what} is not running (killed? see {RUN}/log; `make cluster-down` cleans up)'
+            for what, pidfile in [('munged', f'{RUN}/munge/munged.pid'),
+                                  ('slurmctld', f'{RUN}/slurmctld.pid')] +
+            [(f"slurmd of {n['name']}", f"{RUN}/{n['name']}/slurmd.pid") for n in st['nodes']]
+            if not alive(pidfile)]
+    for line in dead:
+        print(f'  {line}')
     r = subprocess.run(['sinfo', '-N', '-o', '%N %t %c'], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, env=daemon_env())
+                       stderr=subprocess.STDOUT, text=True, env=daemon_env(), timeout=30)
     print('  ' + r.stdout.strip().replace('\n', '\n  '))
-    return 0 if r.returncode == 0 else 1
+    return 0 if r.returncode == 0 and not dead else 1
+
+
+def alive(pidfile):
+    """The pid file's process exists and is not a zombie (a killed daemon whose parent, init
+    here, has not reaped it yet)."""
+    try:
+        with open(pidfile) as fh:
+            pid = int(fh.read().split()[0])
+        with open(f'/proc/{pid}/stat') as fh:
+            return fh.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def exec_in(name, argv):

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The emulated-cluster part of the test command (ci/test.sh) and of `make run-cluster`:
+#   ci/cluster.sh quick   2 nodes; native: the point-to-point matrix (12 modes, small and large
+#                         ranges) across the two nodes and KnobReach; then native, gige, 10gige and 10gige
+#                         with MTU 9000: Send-Recv over the quick range (8 B .. 1 MiB), and
+#                         under gige the large range too (bandwidth must stay under the rate).
+#                         Stacks: TESTBED_CLUSTER_STACKS (default mpich-4.0, openmpi-4.1).
+#   ci/cluster.sh full    the same with every stack srun can start and every size range.
+# Each profile brings the cluster up and takes it down again (also on error or interrupt), then
+# site/cluster/profile_check.py prints MPI as a percentage of raw TCP and asserts that the
+# shaped profile's added latency shows. Reports: reframe/reports/cluster-<profile>.json.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+TESTBED_REPO=$repo . "$repo/site/env.sh"
+profile=${1:-quick}; shift || true
+cluster="python3 $repo/site/cluster/cluster.py"
+case "$profile" in
+  quick) stacks=${TESTBED_CLUSTER_STACKS:-mpich-4.0,openmpi-4.1}
+         matrix=(-n 'P2PMatrix.*%size_range=(small|large)') samples=15 ;;
+  full)  stacks=${TESTBED_CLUSTER_STACKS:-}
+         matrix=(-n 'P2PMatrix') samples=30 ;;
+  *) echo "error: ci/cluster.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;
+esac
+environs=()
+if [ -n "$stacks" ]; then
+    environs=(-p "^($(echo "$stacks" | sed 's/\./_/g; s/,/|/g'))\$")
+fi
+export TESTBED_RUN_ID="${TESTBED_RUN_ID:-cluster-$(date +%Y%m%d-%H%M%S)-$$}"
+trap '$cluster down >/dev/null 2>&1 || $cluster down' EXIT
+trap 'exit 130' INT TERM
+cd "$repo/reframe"
+mkdir -p reports
+rc=0
+reports=()
+sendrecv='P2PMatrix.*%mode=Send-Recv/complete.*%size_range'
+# profile MTU, then the test selection of that run
+run_profile() {
+    local prof=$1 mtu=$2; shift 2
+    echo "== emulated cluster: 2 nodes, link profile $prof, MTU $mtu"
+    $cluster down >/dev/null 2>&1
+    $cluster up --nodes 2 --profile "$prof" --mtu "$mtu" || { rc=1; return; }
+    local report="$repo/reframe/reports/cluster-$prof-mtu$mtu.json"
+    # No retries, one job at a time: the nodes share this machine's cores.
+    reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
+        "${environs[@]}" "$@" -S P2PMatrix.samples="$samples" --report-file "$report" || rc=1
+    reports+=("$report")
+    $cluster down || rc=1
+}
+run_profile native 1500 "${matrix[@]}" -n "$sendrecv=quick" -n KnobReach
+run_profile gige 1500 -n "$sendrecv=(quick|large)"
+run_profile 10gige 1500 -n "$sendrecv=quick"
+run_profile 10gige 9000 -n "$sendrecv=quick"
+echo "== link profiles: MPI against raw TCP, shaped latency"
+python3 "$repo/site/cluster/profile_check.py" "${reports[@]}" \
+    --out "$repo/reframe/summary-cluster.md" || rc=1
+python3 -m testbed.procs --check --cleanup || rc=1
+exit $rc

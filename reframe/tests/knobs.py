@@ -1,0 +1,93 @@
+"""KnobReach: a stack's knobs reach every rank, under whatever launcher the partition uses.
+
+Knobs travel as the environment variables their library reads (site/stacks.toml). Here the
+library itself says, through the MPI tool interface (apps/knobs, MPI_T control variables),
+which value each rank runs with: MPICH's MPIR_CVAR_* under their own names, Open MPI's
+OMPI_MCA_<param> as <param>. The test sets a numeric knob (eager_threshold, by default 65432
+bytes) on top of the partition's knobs and the defaults, and asserts that every such variable
+the library knows holds the set value on every rank, and that at least one of them is known
+(Open MPI registers a component's parameters only when it opens the component). A stack none of
+whose knob variables is an MPI_T variable (LAM 7.1 has no MPI_T; UCX_* and I_MPI_* are read
+outside it) is skipped with that reason: it is not counted as passed.
+"""
+import os
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+from testbed.checks import AppBuild, StackLaunch, records, stack_of  # noqa: E402
+
+
+class KnobsBuild(AppBuild):
+    app = 'knobs'
+
+
+def mpi_t_name(env_name):
+    """The MPI_T control variable a library reads the environment variable as, or None."""
+    if env_name.startswith('MPIR_CVAR_'):
+        return env_name
+    if env_name.startswith('OMPI_MCA_'):
+        return env_name[len('OMPI_MCA_'):]
+    return None
+
+
+@rfm.simple_test
+class KnobReach(StackLaunch, rfm.RunOnlyRegressionTest):
+    descr = 'Every rank runs with the knob values set for it (the library reports them)'
+    valid_systems = ['*']
+    valid_prog_environs = ['+mpi']
+    num_tasks = 2
+    time_limit = '5m'
+    build = fixture(KnobsBuild, scope='environment')
+    #: knob values set on top of the partition's and the defaults
+    probe = variable(typ.Dict[str, str], value={'eager_threshold': '65432'})
+    #: MPI_T name -> the value set (from the knobs' environment variables)
+    expected = variable(typ.Dict[str, str], value={})
+    tags = {'knobs'}
+
+    @run_after('setup')
+    def set_knobs(self):
+        # One rank per node on a multi-node partition: the knobs must cross the launcher.
+        if self.current_partition.extras.get('nodes', 1) >= 2:
+            self.num_tasks_per_node = 1
+        stack = stack_of(self)[1]
+        self.knobs = {**{k: v for k, v in self.probe.items() if k in stack.knobs},
+                      **self.knobs}
+
+    @run_before('run')
+    def set_command(self):
+        # StackLaunch's hook (a base class's) ran first: self.knobs now holds the partition's.
+        env, _ = stack_of(self)[1].knob_settings(self.knobs)
+        self.expected = {mpi_t_name(k): v for k, v in env.items() if mpi_t_name(k)}
+        self.skip_if(not self.expected,
+                     f'{stack_of(self)[1].name}: none of its knob variables '
+                     f'({", ".join(sorted(env)) or "none"}) is an MPI_T control variable')
+        self.executable = self.build.executable_path
+        self.executable_opts = sorted(self.expected)
+
+    @sanity_function
+    def validate(self):
+        return sn.all([
+            sn.assert_eq(self.exit_code(), 0, msg='knobs exited with {0}'),
+            sn.assert_eq(self._reached(), True, msg='{0}'),
+        ])
+
+    @sn.deferrable
+    def _reached(self):
+        rows = records(os.path.join(self.stagedir, self.stdout.evaluate()), 'KNOB')
+        for rank in range(self.num_tasks):
+            mine = {r['name']: r for r in rows if r['rank'] == rank}
+            found = [n for n in self.expected if mine.get(n, {}).get('found')]
+            if not found:
+                return (f'rank {rank}: the library knows none of {sorted(self.expected)}: '
+                        f'cannot tell whether the knobs {self.knobs} reached it')
+            for name in found:
+                if mine[name]['value'] != self.expected[name]:
+                    return (f"rank {rank}: {name} = {mine[name]['value']!r}, set to "
+                            f"{self.expected[name]!r} (knobs {self.knobs}): the setting did not "
+                            f'reach the rank')
+        return True

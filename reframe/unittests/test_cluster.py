@@ -1,0 +1,99 @@
+"""The emulated cluster's life cycle and bad input (site/cluster/cluster.py), as root with the
+set-up's packages: each case says what went wrong in one message and leaves nothing behind.
+Bounded: every cluster brought up here is taken down in the same test, whatever happens."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = [sys.executable, str(REPO / 'site' / 'cluster' / 'cluster.py')]
+STATE = Path('/run/mpi-testbed-cluster/state.json')
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not Path('/usr/sbin/slurmd').exists(),
+    reason='needs root and the set-up (make setup) for namespaces and Slurm')
+
+
+def cluster(*args, timeout=120):
+    return subprocess.run(CLUSTER + list(args), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+
+def nothing_left():
+    netns = subprocess.run(['ip', 'netns', 'list'], stdout=subprocess.PIPE, text=True).stdout
+    links = subprocess.run(['ip', '-o', 'link'], stdout=subprocess.PIPE, text=True).stdout
+    procs = subprocess.run(['ps', '-eo', 'args'], stdout=subprocess.PIPE, text=True).stdout
+    return ('tbc-' not in netns and 'tbc-' not in links and not STATE.exists()
+            and '/run/mpi-testbed-cluster/' not in procs)
+
+
+@pytest.fixture
+def clean():
+    if not nothing_left():
+        pytest.fail('a cluster was up before the test: run `make cluster-down`')
+    yield
+    cluster('down')
+    assert nothing_left(), 'the test left part of a cluster behind'
+
+
+def test_bad_input_is_named_and_builds_nothing(clean):
+    r = cluster('up', '--profile', 'infiniband')
+    assert r.returncode == 2 and 'links.toml' in r.stderr and "'infiniband'" in r.stderr
+    r = cluster('up', '--nodes', '5')
+    assert r.returncode == 2 and 'NODES: 5 is outside 1..4' in r.stderr
+    r = cluster('up', '--nodes', 'two')
+    assert r.returncode == 2 and "NODES: 'two'" in r.stderr
+    r = cluster('up', '--mtu', '1234')
+    assert r.returncode == 2 and 'MTU: 1234' in r.stderr
+    assert nothing_left()
+    r = cluster('down')
+    assert r.returncode == 0 and 'nothing was up' in r.stdout
+
+
+def test_bad_profile_file_names_the_field(tmp_path):
+    sys.path.insert(0, str(REPO / 'site' / 'cluster'))
+    import cluster as c
+    bad = tmp_path / 'links.toml'
+    bad.write_text('[slow]\nrate_mbit = -3\n')
+    with pytest.raises(c.ClusterError, match=r'links.toml: \[slow\].rate_mbit: -3'):
+        c.load_profiles(str(bad))
+    bad.write_text('[slow]\nrate = 3\n')
+    with pytest.raises(c.ClusterError, match=r'\[slow\].rate: unknown field'):
+        c.load_profiles(str(bad))
+
+
+def test_up_twice_then_a_killed_slurmd_then_down(clean):
+    r = cluster('up', '--nodes', '2', '--profile', 'gige')
+    assert r.returncode == 0, r.stderr
+    state = json.loads(STATE.read_text())
+    assert [n['addr'] for n in state['nodes']] == ['198.18.0.11', '198.18.0.12']
+    assert 'rate 1000mbit' in state['applied']['node1']['qdisc']
+    key = Path('/run/mpi-testbed-cluster/munge/key/munge.key')
+    assert oct(key.stat().st_mode & 0o777) == '0o400' and key.owner() == 'munge'
+    # A second up refuses and leaves the first cluster as it was.
+    r = cluster('up')
+    assert r.returncode == 2 and 'already up' in r.stderr
+    assert cluster('status').returncode == 0
+    # Kill node2's slurmd in the middle of a job: status names it, down still cleans up.
+    env = dict(os.environ, SLURM_CONF=state['slurm_conf'])
+    job = subprocess.Popen(['srun', '-N2', '-n2', '--time=1', 'sleep', '20'], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        time.sleep(2)
+        pid = int(Path('/run/mpi-testbed-cluster/node2/slurmd.pid').read_text())
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(1)
+        r = cluster('status')
+        assert r.returncode == 1 and 'slurmd of node2 is not running' in r.stdout
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    r = cluster('down')
+    assert r.returncode == 0 and 'removed' in r.stdout

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""What the link profiles do to the figures, from the cluster runs' ReFrame reports.
+
+    python3 site/cluster/profile_check.py REPORT.json... [--out FILE.md]
+
+Reads the Send-Recv/complete cases of the 'quick' size range (8 B .. 1 MiB) of each partition
+(link profile and MTU) and stack, from the per-size table each case keeps (p2p_sizes.csv), and
+prints:
+  - MPI over TCP: MPI's speed as a percentage of raw TCP's (blocking and busy-polled) at 8 B and
+    at 1 MiB (100 / time_over_tcp), per profile and stack;
+  - the 8-byte half round trip under each shaped profile against native (reported: the
+    kernel here has no netem, so a profile adds no delay; links.toml);
+  - MTU 9000 against 1500 on the same profile (1 MiB bandwidth), where both were run.
+Large-message bandwidth at or below the shaped rate is asserted by P2PMatrix itself, in every
+run. Asserted here: every report holds its cases (a profile whose run measured nothing fails),
+and MPI over a shaped link is slower at 1 MiB than over native. Exit 1 when an assertion fails,
+2 on bad input (named).
+"""
+import argparse
+import csv
+import json
+import os
+import sys
+import tomllib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIZES = (8, 1048576)
+
+
+class InputError(Exception):
+    pass
+
+
+def cases(report_path):
+    """(partition, stack) -> {size: row of the mpi transport} for Send-Recv/complete, quick."""
+    try:
+        with open(report_path) as fh:
+            report = json.load(fh)
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f'{report_path}: {e}')
+    out = {}
+    for run in report.get('runs', []):
+        for tc in run.get('testcases', []):
+            if (not tc.get('name', '').startswith('P2PMatrix') or tc.get('result') != 'pass'
+                    or tc.get('size_range') != 'quick'
+                    or tc.get('mode') not in ('Send-Recv/complete', ['Send-Recv', 'complete'])):
+                continue
+            path = os.path.join(tc['outputdir'], 'p2p_sizes.csv')
+            try:
+                with open(path) as fh:
+                    rows = list(csv.DictReader(line for line in fh if not line.startswith('#')))
+            except OSError as e:
+                raise InputError(f'{report_path}: case {tc["display_name"]}: {e}')
+            table = {}
+            for r in rows:
+                if r['transport'] == 'mpi' and int(r['size_bytes']) in SIZES:
+                    table[int(r['size_bytes'])] = r
+            missing = [s for s in SIZES if s not in table]
+            if missing:
+                raise InputError(f'{path}: no mpi row for size(s) {missing}')
+            out[(tc['partition'], tc['stack_name'])] = table
+    return out
+
+
+def pct(row, layer):
+    v = row.get(f'time_over_{layer}')
+    return f'{100 / float(v):.0f}%' if v not in (None, '') else 'n/a'
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('reports', nargs='+')
+    ap.add_argument('--out')
+    a = ap.parse_args(argv)
+    with open(os.path.join(HERE, 'links.toml'), 'rb') as fh:
+        profiles = tomllib.load(fh)
+    data, failures = {}, []
+    try:
+        for path in a.reports:
+            found = cases(path)
+            if not found:
+                failures.append(f'{path}: no passed Send-Recv/complete case of the quick range')
+            data.update(found)
+    except InputError as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 2
+    if not data:
+        print('error: no passed P2PMatrix Send-Recv/complete case of the quick range in '
+              f'{", ".join(a.reports)}', file=sys.stderr)
+        return 2
+    lines = ['| link profile | stack | 8 B half round trip (us) | 8 B: % of raw TCP (blocking / '
+             'busy-poll) | 1 MiB (MB/s) | 1 MiB: % of raw TCP (blocking / busy-poll) |',
+             '|---|---|---:|---|---:|---|']
+    for (part, stack), t in sorted(data.items()):
+        s, b = t[8], t[1048576]
+        lines.append(f"| {part} | {stack} | {float(s['median_us']):.2f} | {pct(s, 'tcp')} / "
+                     f"{pct(s, 'tcp_poll')} | {float(b['bandwidth_MBps']):.0f} | "
+                     f"{pct(b, 'tcp')} / {pct(b, 'tcp_poll')} |")
+    lines.append('')
+    for (part, stack), t in sorted(data.items()):
+        mtu, _, profile = part.partition('_')           # partition mtu<MTU>_<profile>
+        native = data.get((f'{mtu}_native', stack))
+        if profile == 'native' or native is None:
+            continue
+        lat, base = float(t[8]['median_us']), float(native[8]['median_us'])
+        bw, nbw = float(t[1048576]['bandwidth_MBps']), float(native[1048576]['bandwidth_MBps'])
+        rate = profiles.get(profile, {}).get('rate_mbit')
+        verdict = 'ok' if bw < nbw else 'FAIL: not slower than native'
+        lines.append(f'- {stack} under {part}: 8 B {lat:.2f} us (native {base:.2f} us); 1 MiB '
+                     f'{bw:.0f} MB/s against native {nbw:.0f} MB/s and a link of '
+                     f'{rate / 8 if rate else float("nan"):.0f} MB/s: {verdict}')
+        if verdict != 'ok':
+            failures.append(f'{stack} {part}: 1 MiB {bw:.0f} MB/s, native {nbw:.0f} MB/s')
+    for (part, stack), t in sorted(data.items()):
+        if part.startswith('mtu9000_'):
+            other = data.get((part.replace('mtu9000_', 'mtu1500_'), stack))
+            if other:
+                hi, lo = float(t[1048576]['bandwidth_MBps']), float(other[1048576]['bandwidth_MBps'])
+                lines.append(f'- {stack}: 1 MiB on {part.replace("mtu9000_", "")}: MTU 9000 '
+                             f'{hi:.0f} MB/s, MTU 1500 {lo:.0f} MB/s (x{hi / lo:.2f})')
+    text = '\n'.join(lines) + '\n'
+    print(text, end='')
+    if a.out:
+        with open(a.out, 'w') as fh:
+            fh.write(text)
+    if failures:
+        print('error: ' + '; '.join(failures), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
