@@ -26,6 +26,18 @@ CLUSTER_STATE = os.path.join(os.environ.get('TESTBED_CLUSTER_DIR', '/run/mpi-tes
                              'state.json')
 
 
+#: knob values of the cluster partition: between nodes, MPI over TCP
+KNOBS = {'transport': 'tcp'}
+
+
+def has_values(stack, knobs):
+    try:
+        stack.knob_settings({k: v for k, v in knobs.items() if k in stack.knobs})
+        return True
+    except KeyError:
+        return False
+
+
 def cluster_system():
     """The emulated cluster as a ReFrame system, or None when it is not up."""
     try:
@@ -57,13 +69,15 @@ def cluster_system():
                 [f'--uid={REGISTRY.run_as}', f'--gid={REGISTRY.run_as}']
                 if os.geteuid() == 0 else []),
             'max_jobs': 1,
-            'environs': [s.environ for s in STACKS if s.srun_mpi],
+            # stacks srun can start and that have the partition's knob values (Intel MPI's
+            # wheel has no TCP path here: site/stacks.toml)
+            'environs': [s.environ for s in STACKS if s.srun_mpi and has_values(s, KNOBS)],
             'processor': {'num_cpus': 1},
             'extras': {'nodes': len(state['nodes']), 'link_profile': state['profile'],
                        'mtu': state['mtu'], 'rate_mbit': link.get('rate_mbit'),
                        'bucket_bytes': state.get('bucket_bytes'),
                        # between nodes: MPI over TCP, measured against raw TCP
-                       'knobs': {'transport': 'tcp'},
+                       'knobs': KNOBS,
                        'p2p_baselines': 'memcpy,tcp,tcp_poll'},
         }],
     }
