@@ -22,6 +22,9 @@ from testbed import registry  # noqa: E402
 REGISTRY = registry.load()
 STACKS = REGISTRY.select(os.environ.get('TESTBED_STACKS'))
 RUNS = os.path.join(REPO, 'reframe')
+# One stage and output tree for both systems; /var/tmp is also what the emulated nodes share.
+STAGEDIR = os.environ.get('TESTBED_STAGEDIR', f'/var/tmp/mpi-testbed-{getpass.getuser()}/stage')
+OUTPUTDIR = os.path.join(RUNS, 'output')
 CLUSTER_STATE = os.path.join(os.environ.get('TESTBED_CLUSTER_DIR', '/run/mpi-testbed-cluster'),
                              'state.json')
 
@@ -53,9 +56,8 @@ def cluster_system():
         'descr': f"Emulated cluster: {len(state['nodes'])} Slurm nodes in network namespaces "
                  f"of this machine, link profile {state['profile']}, MTU {state['mtu']}",
         'hostnames': ['^testbed-cluster-never-matches-a-host$'],
-        'stagedir': os.environ.get('TESTBED_STAGEDIR',
-                                   f'/var/tmp/mpi-testbed-{getpass.getuser()}/stage'),
-        'outputdir': os.path.join(RUNS, 'output'),
+        'stagedir': STAGEDIR,
+        'outputdir': OUTPUTDIR,
         'partitions': [{
             'name': f"mtu{state['mtu']}_{state['profile']}",
             'descr': f"Slurm partition 'cluster', srun with each stack's PMI; "
@@ -87,9 +89,8 @@ site_configuration = {
         'name': 'testbed-local',
         'descr': 'Embedded default: one machine, stacks from Debian and PyPI',
         'hostnames': ['.*'],
-        'stagedir': os.environ.get('TESTBED_STAGEDIR',
-                                   f'/var/tmp/mpi-testbed-{getpass.getuser()}/stage'),
-        'outputdir': os.path.join(RUNS, 'output'),
+        'stagedir': STAGEDIR,
+        'outputdir': OUTPUTDIR,
         'partitions': [{
             'name': 'default',
             'descr': 'local processes; one job at a time (two ranks own a 2-core machine)',

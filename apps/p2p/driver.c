@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../common/tb_bind.h"
+#include "../common/tb_median.h"
 #include "../common/tb_version.h"
 #include "control.h"
 #include "p2p.h"
@@ -352,7 +353,7 @@ static void print_records(struct run *r, struct channel *ch, int nch)
                 for (int p = 0; p < o->samples; p++)
                     tmp[p] = v[p] / w[p];
                 printf(",\"time_over_%s\":%.6g", ch[b].tp.name,
-                       median_of(tmp, o->samples));
+                       tb_median(tmp, o->samples));
             }
             printf(",\"checked_messages\":%ld}\n", checked[c]);
         }
@@ -386,7 +387,7 @@ static void print_table(struct run *r, struct channel *ch, int nch)
             if (!ch[b].available)
                 continue;
             memcpy(tmp, &ch[b].t[(size_t)s * o->samples], (size_t)o->samples * sizeof *tmp);
-            printf(" %11.4f", median_of(tmp, o->samples));
+            printf(" %11.4f", tb_median(tmp, o->samples));
         }
         printf("\n");
     }

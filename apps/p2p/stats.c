@@ -4,27 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/tb_median.h"
 #include "../common/tb_version.h"
 
 #include "stats.h"
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct stats summarise(double *v, int n)
 {
     struct stats s;
     double sum = 0, ss = 0;
-    s.median = median_of(v, n);
+    s.median = tb_median(v, n);     /* sorts v: min and p95 read from it */
     for (int i = 0; i < n; i++)
         sum += v[i];
     s.min = v[0];

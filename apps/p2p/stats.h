@@ -8,7 +8,6 @@ struct stats { double min, median, mean, p95, cv; };
  * for an even count); p95: nearest rank, the ceil(0.95 n)-th smallest;
  * cv: sample standard deviation over the mean (0 for one sample). */
 struct stats summarise(double *v, int n);
-double median_of(double *v, int n); /* sorts v in place */
 void json_str(const char *s);       /* quoted, escaped, on stdout */
 
 #endif

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include "lattice.h"
 #include "tb_bind.h"
+#include "tb_median.h"
 #include "tb_version.h"
 
 /* Thesis Table 6: lattice and trajectory count of the five experiments. */
@@ -353,21 +354,6 @@ static double kinetic(const lattice *lat)
     return k;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of v[0..n-1] (sorts v); 0 when n is 0. */
-static double median_seconds(double *v, int n)
-{
-    if (n <= 0)
-        return 0.0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static double cpu_seconds(void)
 {
     struct rusage ru;
@@ -540,7 +526,7 @@ int main(int argc, char **argv)
                "\"flops_per_site_step\":%d,\"flops\":%.0f,\"gflops\":%.4f,"
                "\"cpus_end\":%s}\n",
                wall, tot[0], tot[1], tot[2], tot[2] / wall, tot[0] / wall,
-               t_loop / o.traj, median_seconds(traj_s, o.traj), FLOPS_LINK + FLOPS_FORCE, flops, flops / wall * 1e-9,
+               t_loop / o.traj, tb_median(traj_s, o.traj), FLOPS_LINK + FLOPS_FORCE, flops, flops / wall * 1e-9,
                cpus_end);
         for (int k = 0; k < P_NCALLS; k++)
             if (csum[k] > 0)

@@ -55,6 +55,12 @@ def records(path, tag):
     return out
 
 
+def job_env(env):
+    """`env` for a test's env_vars. ReFrame writes them into the job script verbatim
+    ('export K=V'): quoted here ({job}'s $$ stays live)."""
+    return {k: registry.shell_word(v) for k, v in env.items()}
+
+
 def drop_privileges(reg):
     """Command prefix that runs an MPI job as the unprivileged account when we are root.
 
@@ -130,9 +136,7 @@ class StackLaunch(rfm.RegressionMixin):
             argv = stack.launch_command(self.num_tasks, self.knobs)
         except KeyError as err:
             raise ReframeError(f'{reg.path}: stacks.{stack.name}.knobs: {err.args[0]}') from None
-        # ReFrame writes env_vars ('export K=V') and the launcher words into the job script
-        # verbatim: quote them ({job}'s $$ stays live).
-        self.env_vars.update({k: registry.shell_word(v) for k, v in env.items()})
+        self.env_vars.update(job_env(env))
         self.inject_slowdown()
         launcher = self.current_partition.launcher_type.registered_name
         if launcher == 'local':
@@ -156,6 +160,12 @@ class StackLaunch(rfm.RegressionMixin):
                 f'{{ echo "{stack.boot[0]} failed; see daemon-boot.log" >&2; exit 1; }}',
             ]
 
+    def spread_over_nodes(self):
+        """On a partition of several nodes (extras 'nodes'), one rank per node, so that the
+        messages (and the knobs) cross the network and the launcher; call after setup."""
+        if self.current_partition.extras.get('nodes', 1) >= 2:
+            self.num_tasks_per_node = 1
+
     @sn.deferrable
     def exit_code(self):
         """The launch's exit code: the scheduler's, or where it cannot tell (squeue keeps no
@@ -177,6 +187,9 @@ class StackLaunch(rfm.RegressionMixin):
             raise ReframeError(f'{reg.path}: stacks.{stack.name}.srun_mpi: not set, so srun '
                                f'cannot start this stack (measure: site/cluster/'
                                f'launcher_table.py)')
+        if stack.boot:
+            raise ReframeError(f'{reg.path}: stacks.{stack.name}: boots daemons ({stack.boot}); '
+                               f'under srun that needs the fallback launcher, not built yet')
         if knob_opts:
             raise ReframeError(f'{reg.path}: stacks.{stack.name}.knobs {self.knobs}: launcher '
                                f'options {knob_opts} exist for the stack\'s own launcher only; '
@@ -192,9 +205,6 @@ class StackLaunch(rfm.RegressionMixin):
             account = pwd.getpwnam(reg.run_as)
             os.chown(self.stagedir, account.pw_uid, account.pw_gid)
             self.env_vars['HOME'] = account.pw_dir
-        if stack.boot:
-            raise ReframeError(f'{reg.path}: stacks.{stack.name}: boots daemons ({stack.boot}); '
-                               f'under srun that needs the fallback launcher, not built yet')
 
     def inject_slowdown(self):
         """Proof that references bite: with TESTBED_INJECT_SLOWDOWN=F in ReFrame's environment

@@ -55,9 +55,7 @@ class KnobReach(StackLaunch, rfm.RunOnlyRegressionTest):
 
     @run_after('setup')
     def set_knobs(self):
-        # One rank per node on a multi-node partition: the knobs must cross the launcher.
-        if self.current_partition.extras.get('nodes', 1) >= 2:
-            self.num_tasks_per_node = 1
+        self.spread_over_nodes()
         stack = stack_of(self)[1]
         self.knobs = {**{k: v for k, v in self.probe.items() if k in stack.knobs},
                       **self.knobs}
@@ -66,7 +64,8 @@ class KnobReach(StackLaunch, rfm.RunOnlyRegressionTest):
     def set_command(self):
         # StackLaunch's hook (a base class's) ran first: self.knobs now holds the partition's.
         env, _ = stack_of(self)[1].knob_settings(self.knobs)
-        self.expected = {mpi_t_name(k, v): v for k, v in env.items() if mpi_t_name(k, v)}
+        names = {k: mpi_t_name(k, v) for k, v in env.items()}
+        self.expected = {names[k]: v for k, v in env.items() if names[k]}
         self.skip_if(not self.expected,
                      f'{stack_of(self)[1].name}: none of its knob variables '
                      f'({", ".join(sorted(env)) or "none"}) is an MPI_T control variable')

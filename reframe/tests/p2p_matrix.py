@@ -74,26 +74,27 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     @run_after('setup')
     def place_ranks(self):
-        """One rank per node on a partition of several nodes (extras 'nodes'), so that the
-        messages cross the network; both on one node otherwise."""
-        if self.current_partition.extras.get('nodes', 1) >= 2:
-            self.num_tasks_per_node = 1
+        """Both ranks on one node, or one per node on a partition of several; the raw layers
+        the partition names."""
+        self.spread_over_nodes()
         self.baselines = self.baselines or self.current_partition.extras.get(
             'p2p_baselines', 'shm,memcpy')
 
     def baseline_list(self):
-        return self.baselines.split(',')
+        """The raw layers, as apps/p2p reads --baselines ('both' and 'none' included)."""
+        return {'both': ['shm', 'memcpy'], 'none': []}.get(self.baselines,
+                                                            self.baselines.split(','))
 
     @run_before('performance')
     def ratio_per_baseline(self):
         """A time_over_<layer> ratio for each raw layer measured, and only those."""
-        for layer in ('shm', 'memcpy', 'tcp', 'tcp_poll'):
-            name = f'time_over_{layer}'
-            if layer not in self.baseline_list():
-                self.perf_variables.pop(name, None)
-            elif name not in self.perf_variables:
-                self.perf_variables[name] = sn.make_performance_function(
-                    self._geomean(name), 'ratio')
+        wanted = {f'time_over_{layer}' for layer in self.baseline_list()}
+        for name in [n for n in self.perf_variables if n.startswith('time_over_')]:
+            if name not in wanted:
+                del self.perf_variables[name]
+        for name in sorted(wanted - set(self.perf_variables)):
+            self.perf_variables[name] = sn.make_performance_function(self._geomean(name),
+                                                                     'ratio')
 
     @run_before('run')
     def set_command(self):

@@ -17,8 +17,8 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed import registry  # noqa: E402
-from testbed.checks import APPS, AppBuild, ReferenceLookup, drop_privileges, stack_of  # noqa
+from testbed.checks import (APPS, AppBuild, ReferenceLookup, drop_privileges, job_env,  # noqa
+                            stack_of)
 from testbed.perf import lookup, set_perf_variables  # noqa: E402
 
 
@@ -58,8 +58,7 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
         launcher = shlex.join(stack.launch_command('{np}'))
         # The knobs' defaults act through the library's environment variables, as in every
         # other test (site/stacks.toml): written into the job script, inherited by the launches.
-        self.env_vars.update({k: registry.shell_word(v)
-                              for k, v in stack.knob_settings()[0].items()})
+        self.env_vars.update(job_env(stack.knob_settings()[0]))
         self.executable = sys.executable
         self.executable_opts = [
             str(APPS / 'startup' / 'launch_times.py'), '--launcher', shlex.quote(launcher),

@@ -272,9 +272,10 @@ def up(n_nodes, profile_name, mtu):
     if mtu not in MTUS:
         raise ClusterError(f'MTU: {mtu} is not one of {", ".join(map(str, MTUS))}')
     prof = profile(profile_name)
-    if os.path.exists(STATE) or leftovers():
+    left = leftovers()
+    if os.path.exists(STATE) or left:
         raise ClusterError(f'a cluster is already up or half-built ({STATE}; '
-                           f'{", ".join(leftovers()) or "state file only"}): '
+                           f'{", ".join(left) or "state file only"}): '
                            f'run `make cluster-down` first')
     for tool in ('slurmctld', 'slurmd', 'munged', 'sinfo', 'tc'):
         if not shutil.which(tool):
@@ -340,19 +341,22 @@ def keep_logs():
     return dest
 
 
+def our_netns():
+    """This project's network namespaces that exist now."""
+    r = sh('ip', 'netns', 'list', check=False)
+    return [line.split()[0] for line in r.stdout.splitlines() if line.startswith(PREFIX)]
+
+
+def our_links():
+    """This project's bridge and veths (host side) that exist now."""
+    r = sh('ip', '-o', 'link', 'show', check=False)
+    names = [line.split(':')[1].strip().split('@')[0] for line in r.stdout.splitlines()]
+    return [name for name in names if name.startswith(PREFIX)]
+
+
 def leftovers():
     """Names of this project's namespaces, links and daemons that exist now."""
-    found = []
-    r = sh('ip', 'netns', 'list', check=False)
-    found += [line.split()[0] for line in r.stdout.splitlines()
-              if line.startswith(PREFIX)]
-    r = sh('ip', '-o', 'link', 'show', check=False)
-    for line in r.stdout.splitlines():
-        name = line.split(':')[1].strip().split('@')[0]
-        if name.startswith(PREFIX):
-            found.append(name)
-    found += [f'pid {p}' for p in daemon_pids()]
-    return found
+    return our_netns() + our_links() + [f'pid {p}' for p in daemon_pids()]
 
 
 def daemon_pids():
@@ -387,8 +391,7 @@ def down(quiet=False):
         while daemon_pids() and time.monotonic() < end:
             time.sleep(0.2)
     # Anything still inside a node's namespace (a job's ranks) goes with it.
-    r = sh('ip', 'netns', 'list', check=False)
-    for ns in [line.split()[0] for line in r.stdout.splitlines() if line.startswith(PREFIX)]:
+    for ns in our_netns():
         pids = sh('ip', 'netns', 'pids', ns, check=False).stdout.split()
         for p in pids:
             try:
@@ -396,11 +399,8 @@ def down(quiet=False):
             except (ProcessLookupError, ValueError):
                 pass
         sh('ip', 'netns', 'del', ns, check=False)
-    r = sh('ip', '-o', 'link', 'show', check=False)
-    for line in r.stdout.splitlines():
-        name = line.split(':')[1].strip().split('@')[0]
-        if name.startswith(PREFIX):
-            sh('ip', 'link', 'del', name, check=False)
+    for name in our_links():
+        sh('ip', 'link', 'del', name, check=False)
     shutil.rmtree(RUN, ignore_errors=True)
     left = leftovers()
     if left:
