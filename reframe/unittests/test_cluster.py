@@ -25,6 +25,16 @@ def cluster(*args, timeout=120):
                           stderr=subprocess.PIPE, text=True, timeout=timeout)
 
 
+def until(condition, what, timeout=30):
+    """Wait for `condition` (polled), failing the test after `timeout` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return
+        time.sleep(0.1)
+    pytest.fail(f'waited {timeout} s for {what}')
+
+
 def nothing_left():
     netns = subprocess.run(['ip', 'netns', 'list'], stdout=subprocess.PIPE, text=True).stdout
     links = subprocess.run(['ip', '-o', 'link'], stdout=subprocess.PIPE, text=True).stdout
@@ -86,10 +96,12 @@ def test_up_twice_then_a_killed_slurmd_then_down(clean):
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     try:
-        time.sleep(2)
+        until(lambda: subprocess.run(['squeue', '-h', '-t', 'R', '-o', '%i'], env=env,
+                                     stdout=subprocess.PIPE, text=True).stdout.strip(),
+              'the job to start running')
         pid = int(Path('/run/mpi-testbed-cluster/node2/slurmd.pid').read_text())
         os.kill(pid, signal.SIGKILL)
-        time.sleep(1)
+        until(lambda: not Path(f'/proc/{pid}/cmdline').read_bytes(), 'slurmd to die')
         r = cluster('status')
         assert r.returncode == 1 and 'slurmd of node2 is not running' in r.stdout
     finally:

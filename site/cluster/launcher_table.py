@@ -60,8 +60,12 @@ def launch(stack, exe, pmi, run_as):
                            env=env, timeout=TIMEOUT, cwd=BUILD)
     except subprocess.TimeoutExpired:
         # srun was killed; cancel the step so that the next launch finds the nodes free
-        subprocess.run(['scancel', '--quiet', '--user=root'], env=env)
-        time.sleep(2)
+        subprocess.run(['scancel', '--quiet', f'--user={run_as}'], env=env)
+        end = time.monotonic() + TIMEOUT
+        while time.monotonic() < end and subprocess.run(
+                ['squeue', '-h', '-o', '%i'], env=env, stdout=subprocess.PIPE,
+                text=True).stdout.strip():
+            time.sleep(0.2)
         return None, f'no answer within {TIMEOUT} s (hung)'
     recs = [json.loads(line.split(' ', 1)[1]) for line in r.stdout.splitlines()
             if line.startswith('STARTUP {')]
