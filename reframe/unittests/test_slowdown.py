@@ -1,7 +1,8 @@
-"""The slowdown shim (apps/slowdown) that proves references bite: it must really slow the
-ranks of an MPICH job, and refuse bad settings naming the variable (the set-up must have run)."""
+"""The slowdown shim (apps/slowdown) that proves references bite: it must pad every rank of an
+MPICH job by its factor, and refuse bad settings naming the variable (the set-up must have run)."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -55,22 +56,31 @@ def medians(proc):
     return out
 
 
-def test_factor_2_slows_both_sizes_by_at_least_1_5(built):
-    # Alternate clean and slowed runs and keep each one's best median: noise only adds time,
-    # so a burst in a clean run cannot pass for a missing slowdown (the shim measured about
-    # 2x on both sizes here; an inactive shim gives 1x and fails).
-    clean, slow = {}, {}
-    for _ in range(2):
-        proc = p2p(built)
-        assert 'slowdown:' not in proc.stderr      # inactive: says nothing
-        for size, us in medians(proc).items():
-            clean[size] = min(us, clean.get(size, us))
-        proc = p2p(built, TESTBED_SLOWDOWN='2')
-        assert proc.stderr.count('slowdown: active factor 2 on MPI_Send,') == 2, proc.stderr
-        for size, us in medians(proc).items():
-            slow[size] = min(us, slow.get(size, us))
-    ratios = {size: slow[size] / clean[size] for size in SIZES}
-    assert all(r >= 1.5 for r in ratios.values()), f'slowed/clean medians: {ratios}'
+ACCOUNT = re.compile(r'^slowdown: pid (\d+) padded (\d+) calls: own (\d+) ns, injected (\d+) ns$',
+                     re.M)
+
+
+def test_factor_2_pads_every_rank_by_its_own_time(built):
+    # No timing is asserted here (a timed test fails on a slow day): each rank's own account
+    # must show it padded calls by at least (f - 1) x their own time. How much a figure then
+    # slows is measured, not tested: ci/slowdown.sh and apps/slowdown/README.md.
+    proc = p2p(built, TESTBED_SLOWDOWN='2')
+    assert proc.stderr.count('slowdown: active factor 2 on MPI_Send,') == 2, proc.stderr
+    medians(proc)                                  # the run itself completed whole
+    accounts = ACCOUNT.findall(proc.stderr)
+    assert len(accounts) == 2, proc.stderr         # one per rank
+    for pid, calls, own, injected in accounts:
+        calls, own, injected = int(calls), int(own), int(injected)
+        assert calls > 0 and own > 0, proc.stderr
+        # The busy-wait ends at or after its deadline, truncated to whole ns once per call.
+        assert injected >= own - calls, f'pid {pid}: injected {injected} ns < own {own} ns'
+
+
+def test_inactive_shim_says_nothing(built):
+    for env in ({}, {'TESTBED_SLOWDOWN': ''}, {'TESTBED_SLOWDOWN': '1'}):
+        proc = p2p(built, **env)
+        medians(proc)
+        assert 'slowdown:' not in proc.stderr, (env, proc.stderr)
 
 
 @pytest.mark.parametrize('env, message', [

@@ -117,7 +117,7 @@ def test_a_hung_stack_costs_one_time_limit(workdir):
     elapsed = time.monotonic() - t0
     tc = cases[('P2PMatrix', 'hung-1_0')]
     assert tc['result'] == 'fail' and 'timed out' in (tc.get('fail_reason') or '')
-    assert elapsed < 60, f'the hung stack cost {elapsed:.0f} s'
+    assert elapsed < 150, f'the hung stack cost {elapsed:.0f} s'
     assert procs.leftovers(run_id=f'pytest-{workdir.name}') == []
 
 
