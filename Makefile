@@ -1,6 +1,6 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
-.PHONY: setup test run list references summary clean slowdown cluster-up cluster-status \
-        cluster-down
+.PHONY: setup test run list references summary clean slowdown compare cluster-up \
+        cluster-status cluster-down
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
 	bash ci/setup.sh
@@ -24,6 +24,11 @@ summary:          ## print the summary table of the last full run again
 clean:            ## remove run outputs (not the installed stacks)
 	rm -rf reframe/output reframe/perflogs reframe/reports reframe/summary* reframe/reframe.log
 	rm -rf /var/tmp/mpi-testbed-$$(id -un)
+
+compare:          ## is B slower than A? A, B: run reports or stored session UUIDs [STACK_A= STACK_B=]
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 -m testbed.compare "$(A)" "$(B)" \
+	    $(if $(STACK_A),--stack-a "$(STACK_A)") $(if $(STACK_B),--stack-b "$(STACK_B)") \
+	    $(if $(THRESHOLD),--threshold "$(THRESHOLD)") $(if $(TESTS),--tests "$(TESTS)")
 
 slowdown:         ## prove the references bite: the p2p quick tests slowed by FACTOR (e.g. 1.2)
 	bash ci/slowdown.sh "$(FACTOR)" $(ARGS)

@@ -33,8 +33,14 @@ python3 -m testbed.references status || exit 2
 # --keep-stage-files: with the serial policy ReFrame 4.10 can remove a fixture's stage
 # before a dependent test of the same name on another stack has run (seen with StartupTime).
 # No retries: a figure must hold on the first run, and a hung stack costs one time limit.
+# The session, kept in ReFrame's results storage, is tagged with what made it (testbed.compare
+# and `reframe --list-stored-sessions` show it); each test case also carries the stack's
+# version, knobs, machine record and commit.
+extras="profile=$profile,testbed_commit=$(git -C "$repo" describe --always --dirty --abbrev=12 \
+    2>/dev/null || echo none),machine_type=$(python3 -c \
+    'from testbed import machine; print(machine.record()["machine_type"])')"
 reframe -c tests -r --exec-policy=serial --keep-stage-files "${args[@]}" \
-    --report-file "$report" "$@"
+    --session-extras "$extras" --report-file "$report" "$@"
 rc=$?
 python3 -m testbed.summary "$report" --out "$repo/reframe/summary" || rc=1
 python3 -m testbed.archive "$report" "$repo/reframe/summary" --profile "$profile" || rc=1

@@ -16,7 +16,11 @@ import os
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, 'reframe'))
+# Appended, and only when missing: ReFrame imports this file inside a context that appends
+# the file's folder to sys.path and on exit pops by index, so inserting at the front here
+# made it pop the venv's site-packages instead (polars then could not be imported).
+if os.path.join(REPO, 'reframe') not in sys.path:
+    sys.path.append(os.path.join(REPO, 'reframe'))
 from testbed import registry  # noqa: E402
 
 REGISTRY = registry.load()
@@ -134,5 +138,13 @@ site_configuration = {
     'general': [{
         'report_file': os.path.join(RUNS, 'reports', 'run-report-{sessionid}.json'),
         'purge_environment': False,
+    }],
+    # Every session kept in ReFrame's results storage (sqlite; needs polars, which the set-up
+    # installs): `reframe --list-stored-sessions`, `--performance-compare`, and testbed.compare
+    # by session UUID. TESTBED_RESULTS_DB moves it (the unit tests keep theirs apart).
+    'storage': [{
+        'enable': True,
+        'sqlite_db_file': os.environ.get('TESTBED_RESULTS_DB',
+                                         os.path.join(RUNS, 'results', 'sessions.db')),
     }],
 }

@@ -355,7 +355,12 @@ static void print_records(struct run *r, struct channel *ch, int nch)
                 printf(",\"time_over_%s\":%.6g", ch[b].tp.name,
                        tb_median(tmp, o->samples));
             }
-            printf(",\"checked_messages\":%ld}\n", checked[c]);
+            /* Every sample, in the order taken: a compare between runs tests on these
+             * (reframe/testbed/compare.py), not on the summary statistics. */
+            printf(",\"checked_messages\":%ld,\"samples_us\":[", checked[c]);
+            for (int p = 0; p < o->samples; p++)
+                printf("%s%.6g", p ? "," : "", v[p]);
+            printf("]}\n");
         }
     }
     free(tmp);

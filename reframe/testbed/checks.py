@@ -5,6 +5,7 @@ import os
 import pwd
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import reframe as rfm
@@ -30,6 +31,23 @@ def stack_of(test):
         return _REGISTRY, _REGISTRY.by_environ(test.current_environ.name)
     except registry.RegistryError as err:
         raise ReframeError(str(err)) from None
+
+
+_COMMIT = None
+
+
+def project_commit():
+    """The checkout's commit, '-dirty' when its tracked files differ ('' outside git)."""
+    global _COMMIT
+    if _COMMIT is None:
+        try:
+            out = subprocess.run(['git', '-C', str(registry.REPO), 'describe', '--always',
+                                  '--dirty', '--abbrev=12'], capture_output=True, text=True,
+                                 timeout=20)
+            _COMMIT = out.stdout.strip() if out.returncode == 0 else ''
+        except (OSError, subprocess.SubprocessError):
+            _COMMIT = ''
+    return _COMMIT
 
 
 def install_failure(reg, stack, status_name=None):
@@ -260,9 +278,16 @@ class ReferenceLookup(rfm.RegressionMixin):
     #: the variables whose references travel (keyed by machine type), kept in the run report
     #: so that `make references` keys each row as the test looks it up
     portable_variables = variable(typ.List[str], value=[])
+    #: every sample behind the figures, kept in the run report so that a compare between runs
+    #: (testbed/compare.py) tests on the samples: 'FIGURE_UNIT@CASE' -> values in the order
+    #: measured, all times (lower is better), e.g. 'half_round_trip_us@1024'
+    figure_samples = variable(typ.Dict[str, typ.List[float]], value={})
+    #: the project's commit the run was made from ('' outside a git checkout)
+    testbed_commit = variable(str, value='')
 
     @run_after('setup')
     def load_references(self):
+        self.testbed_commit = project_commit()
         rec = machine.record()
         self.machine_type, self.machine_id = rec['machine_type'], rec['machine_id']
         self.machine_record = json.dumps(rec, sort_keys=True)

@@ -19,7 +19,9 @@ if __package__ in (None, ''):
 from testbed import registry  # noqa: E402
 
 REFRAME_PIN = 'reframe-hpc==4.10.4'
-TOOL_PACKAGES = [REFRAME_PIN, 'pytest==8.3.5']
+# polars: ReFrame's results storage needs it (sessions kept for testbed.compare and
+# --performance-compare); reframe-hpc's own requirement on it is skipped by pip (an extra marker).
+TOOL_PACKAGES = [REFRAME_PIN, 'polars==1.44.2', 'polars-runtime-32==1.44.2', 'pytest==8.3.5']
 # What every build and job needs besides the stacks: compilers, make, venv support, setpriv
 # (util-linux), ps (procps); for HPL single-threaded OpenBLAS, patch, and curl to fetch the
 # hpcc source from Debian's archive.

@@ -179,7 +179,8 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     @run_after('sanity')
     def keep_tables(self):
-        """Library version for the report; every size's statistics as a CSV beside the log."""
+        """Library version for the report; every size's statistics as a CSV beside the log;
+        every MPI sample in the report (figure_samples) for a compare between runs."""
         run = records(self._out_path(), 'P2P-RUN')[0]
         self.library_version = run.get('library_version', 'unknown')
         cols = ['transport', 'size_bytes', 'samples', 'reps_per_sample', 'min_us', 'median_us',
@@ -190,6 +191,9 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             for r in records(self._out_path(), 'P2P'):
                 fh.write(','.join(str(r.get(c, '')) for c in cols) + '\n')
         self.keep_files = ['p2p_sizes.csv']
+        self.figure_samples = {f"half_round_trip_us@{r['size_bytes']}": r['samples_us']
+                               for r in records(self._out_path(), 'P2P')
+                               if r['transport'] == 'mpi'}
 
     @sn.deferrable
     def _geomean(self, field):

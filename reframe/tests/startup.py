@@ -99,3 +99,9 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
     @run_after('sanity')
     def note_version(self):
         self.library_version = self._data()['launches'][0]['library_version']
+        samples = {}
+        for rec in self._data()['launches']:
+            if rec['launch'] == 'warm':
+                for what in ('init', 'exit'):
+                    samples.setdefault(f"{what}_s@np{rec['np']}", []).append(rec[f'{what}_s'])
+        self.figure_samples = samples

@@ -149,6 +149,9 @@ class Su3Run(Su3Base):
     def note_version(self):
         run = records(os.path.join(self.stagedir, self.stdout.evaluate()), 'SU3-RUN')[0]
         self.library_version = run.get('library_version', 'unknown')
+        # Trajectory 0 is the cold start (no dynamics): the timed ones are the samples.
+        self.figure_samples = {'s_per_traj': [t['seconds'] for t in self.trajs()
+                                              if t['traj'] > 0]}
 
     def _end(self, field, out=None):
         return sn.extractsingle(r'^SU3-END (\{.*\})$', out or self.stdout, 1,

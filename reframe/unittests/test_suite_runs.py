@@ -34,7 +34,8 @@ def reframe(workdir, *args, env=None):
     # These check behaviour (bad input, failures, leftovers), not performance: a 2-sample
     # figure is not a figure to assert. Reference files are still read and validated.
     full_env = dict(os.environ, RFM_CONFIG_FILES=str(REPO / 'site' / 'local.py'),
-                    TESTBED_MEASURE_ONLY='1', **(env or {}))
+                    TESTBED_MEASURE_ONLY='1',
+                    TESTBED_RESULTS_DB=str(workdir / 'results.db'), **(env or {}))
     report = workdir / 'report.json'
     cmd = [rfm, '-c', 'tests', '-s', str(workdir / 'stage'), '-o', str(workdir / 'output'),
            '--perflogdir', str(workdir / 'perflogs'), '--report-file', str(report), *args]
@@ -101,7 +102,14 @@ def test_a_stack_whose_build_fails_fails_alone(workdir):
     (err,) = (workdir / 'stage').glob('*/*/broken-1_0/P2PBuild_*/rfm_build.err')
     assert '/nonexistent/mpicc' in err.read_text()
     assert cases[('P2PMatrix', 'broken-1_0')]['result'] == 'fail_deps'   # its build failed
-    assert cases[('P2PMatrix', 'mpich-4_0')]['result'] == 'pass'
+    good = cases[('P2PMatrix', 'mpich-4_0')]
+    assert good['result'] == 'pass'
+    # ... and its report keeps every sample and the commit, for testbed.compare
+    from testbed.sizes import SCHEDULES
+    assert sorted(good['figure_samples']) == sorted(
+        f'half_round_trip_us@{n}' for n in SCHEDULES['small'])
+    assert all(len(v) == 2 for v in good['figure_samples'].values())
+    assert good['testbed_commit']
 
 
 def test_a_hung_stack_costs_one_time_limit(workdir):

@@ -1,0 +1,265 @@
+"""Is B slower than A? A compare of two runs (or two stacks, or two versions) that decides on
+the samples, not on one summary figure, and exits non-zero when a figure got slower.
+
+    python3 -m testbed.compare A B [--stack-a S] [--stack-b S] [--threshold 0.05]
+                                   [--confidence 0.95] [--tests REGEX] [--json FILE]
+
+A and B are ReFrame run reports (JSON files) or session UUIDs of ReFrame's results storage
+(`reframe --list-stored-sessions`); ReFrame's `--performance-compare` prints the figures side by
+side and always exits 0, this adds the decision. A figure is one entry of a test case's
+`figure_samples` (testbed/checks.py): every sample of, say, the half round trip at 1024 bytes,
+all of them times, so "slower" is a ratio B/A above 1.
+
+The statistics, per figure (nothing assumes a distribution; one slow outlier moves nothing):
+  - the ratio is the Hodges-Lehmann estimate: exp of the median of ln(b_j) - ln(a_i) over all
+    pairs of samples;
+  - its interval is the Mann-Whitney (Moses) interval of that shift, at the confidence level
+    corrected for the number of figures compared (Bonferroni), so that 200 figures compared
+    at 95 % raise a false alarm in 5 % of clean comparisons, not in most of them;
+  - verdict 'slower' when the whole interval lies above 1 + threshold, 'faster' when it lies
+    below 1 / (1 + threshold), else 'same'; 'no samples' when either side has fewer than 3.
+Families: the modes of P2PMatrix (one size range, one stack, one size) answer one question
+measured at different minutes. On this machine type the VM's state triples a latency for a
+minute at a time, and that moves one or two modes (docs/measurement.md); a slower library
+moves them all. So a family of at least FAMILY_MIN members is judged by the median over its
+members' ratios, with the sign test's interval for that median (Bonferroni over families).
+Exit status: 1 if a family, or a figure in no family, is 'slower'; 0 if none; 2 on bad input
+(the file and the field named)."""
+import argparse
+import json
+import math
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+MIN_SAMPLES = 3
+#: a family of at least this many members (P2PMatrix's 12 modes) is judged as a whole
+FAMILY_MIN = 6
+
+
+class CompareError(Exception):
+    pass
+
+
+def load(source):
+    """A run report: a JSON file, or a stored session's UUID fetched from ReFrame's storage."""
+    path = Path(source)
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise CompareError(f'{path}: not a readable run report: {err}') from None
+    if not re.fullmatch(r'[0-9a-f-]{8,36}', source):
+        raise CompareError(f'{source}: no such report file, and not a session UUID')
+    proc = subprocess.run(['reframe', '-C', str(Path(__file__).resolve().parents[2] / 'site'
+                                                  / 'local.py'),
+                           '--describe-stored-sessions', source], capture_output=True,
+                          text=True)
+    try:
+        sessions = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        sessions = None
+    if proc.returncode != 0 or not sessions:
+        raise CompareError(f'session {source}: not in the results storage '
+                           f'({proc.stderr.strip()[-300:] or "no such session"})')
+    return sessions[0]
+
+
+def figures(report, stack=None, tests=None, where='report'):
+    """{(test name, figure): samples} of one stack (all stacks if None; then the stack is part
+    of the key). Only test cases that passed carry figures worth comparing."""
+    try:
+        cases = report['runs'][-1]['testcases']
+    except (KeyError, IndexError, TypeError):
+        raise CompareError(f'{where}: no runs[-1].testcases: not a ReFrame run report') from None
+    out = {}
+    for i, case in enumerate(cases):
+        samples = case.get('figure_samples') or {}
+        if case.get('result') != 'pass' or not samples:
+            continue
+        name = case.get('name')
+        if not isinstance(name, str) or not isinstance(samples, dict):
+            raise CompareError(f'{where}: testcases[{i}]: name or figure_samples malformed')
+        if tests and not re.search(tests, name):
+            continue
+        case_stack = case.get('stack_name') or case.get('environ')
+        if stack and case_stack != stack:
+            continue
+        for fig, values in samples.items():
+            if not isinstance(values, list) or not all(
+                    isinstance(v, (int, float)) and v > 0 for v in values):
+                raise CompareError(f'{where}: testcases[{i}] ({name}): figure_samples.{fig}: '
+                                   'expected a list of positive numbers')
+            key = (name, fig) if stack else (name, f'{case_stack}: {fig}')
+            out[key] = [float(v) for v in values]
+    return out
+
+
+def normal_quantile(p):
+    """z with P(Z <= z) = p, by bisection on erf (the standard library has no inverse)."""
+    lo, hi = -12.0, 12.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def shift_interval(a, b, confidence):
+    """Hodges-Lehmann estimate and Moses interval of ln(b) - ln(a), normal approximation of
+    the Mann-Whitney statistic's spread (fine from about 5 samples a side)."""
+    la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
+    diffs = sorted(y - x for x in la for y in lb)
+    n, m, nm = len(la), len(lb), len(diffs)
+    z = normal_quantile(1 - (1 - confidence) / 2)
+    c = math.floor(nm / 2 - z * math.sqrt(n * m * (n + m + 1) / 12))
+    c = max(c, 0)
+    return statistics.median(diffs), diffs[c], diffs[nm - 1 - c]
+
+
+def compare(report_a, report_b, stack_a=None, stack_b=None, threshold=0.05, confidence=0.95,
+            tests=None, where=('A', 'B')):
+    """One row per figure present on both sides, sorted; see the module's text."""
+    if not 0 < confidence < 1:
+        raise CompareError(f'--confidence {confidence}: expected a number between 0 and 1')
+    if threshold < 0:
+        raise CompareError(f'--threshold {threshold}: expected a number >= 0')
+    fa = figures(report_a, stack_a, tests, where[0])
+    fb = figures(report_b, stack_b, tests, where[1])
+    keys = sorted(set(fa) & set(fb))
+    testable = [k for k in keys if min(len(fa[k]), len(fb[k])) >= MIN_SAMPLES]
+    level = 1 - (1 - confidence) / max(len(testable), 1)
+    rows = []
+    for key in keys:
+        a, b = fa[key], fb[key]
+        row = {'test': key[0], 'figure': key[1], 'stack_a': stack_a, 'stack_b': stack_b,
+               'n_a': len(a), 'n_b': len(b), 'median_a': statistics.median(a),
+               'median_b': statistics.median(b)}
+        if key not in testable:
+            rows.append(dict(row, ratio=None, lo=None, hi=None, verdict='no samples'))
+            continue
+        est, lo, hi = shift_interval(a, b, level)
+        verdict = ('slower' if lo > math.log1p(threshold) else
+                   'faster' if hi < -math.log1p(threshold) else 'same')
+        rows.append(dict(row, ratio=math.exp(est), lo=math.exp(lo), hi=math.exp(hi),
+                         verdict=verdict))
+    return rows
+
+
+def binomial_cdf(k, n):
+    """P(X <= k) for X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+
+
+def family_of(test):
+    """The test without its mode parameter: the modes of one family are replicates of one
+    question (is this library slower at this size?) measured at different minutes."""
+    return re.sub(r' %mode=\S+', '', test)
+
+
+def families(rows, threshold, confidence):
+    """Per (family, figure) with at least FAMILY_MIN members: the median over its members'
+    ratios and the order-statistic interval of that median (sign test), Bonferroni-corrected
+    over the families. A burst of the machine's state moves one or two members for a minute;
+    a slower library moves them all, so this verdict, not a member's, sets the exit status.
+    A family of fewer members is judged by its members' own verdicts."""
+    groups = {}
+    for r in rows:
+        if r['ratio'] is not None:
+            groups.setdefault((family_of(r['test']), r['figure']), []).append(r)
+    big = {k: v for k, v in groups.items() if len(v) >= FAMILY_MIN}
+    alpha = (1 - confidence) / max(len(big), 1)
+    out = []
+    for (fam, fig), members in sorted(big.items()):
+        ratios = sorted(m['ratio'] for m in members)
+        n = len(ratios)
+        k = 0                        # the largest k with P(X <= k) <= alpha / 2
+        while binomial_cdf(k + 1, n) <= alpha / 2:
+            k += 1
+        lo, hi = (ratios[k], ratios[n - 1 - k]) if binomial_cdf(0, n) <= alpha / 2 else \
+            (ratios[0], ratios[-1])
+        verdict = ('slower' if lo > 1 + threshold else
+                   'faster' if hi < 1 / (1 + threshold) else 'same')
+        out.append({'family': fam, 'figure': fig, 'members': n,
+                    'ratio': statistics.median(ratios), 'lo': lo, 'hi': hi, 'verdict': verdict})
+    singles = [r for k, v in groups.items() if k not in big for r in v]
+    return out, singles
+
+
+def fmt_interval(r):
+    return '-' if r['lo'] is None else f"{r['lo']:.3f}-{r['hi']:.3f}"
+
+
+def table(rows, fams, singles, threshold, confidence):
+    """The families, then every figure judged on its own that is not 'same'."""
+    lines = []
+    if fams:
+        lines += ['| family | figure | members | median of B/A | interval | verdict |',
+                  '|---|---|---:|---:|---|---|']
+        lines += [f"| {f['family']} | {f['figure']} | {f['members']} | {f['ratio']:.3f} | "
+                  f"{fmt_interval(f)} | {f['verdict']} |" for f in fams]
+        lines.append('')
+    lines += ['| test | figure | median A | median B | B/A | interval | verdict |',
+              '|---|---|---:|---:|---:|---|---|']
+    for r in rows:
+        if r['verdict'] == 'same':
+            continue
+        ratio = '-' if r['ratio'] is None else f"{r['ratio']:.3f}"
+        lines.append(f"| {r['test']} | {r['figure']} | {r['median_a']:.4g} | "
+                     f"{r['median_b']:.4g} | {ratio} | {fmt_interval(r)} | {r['verdict']} |")
+    n = sum(r['verdict'] != 'no samples' for r in rows)
+    counts = ', '.join(f"{sum(r['verdict'] == v for r in rows)} {v}"
+                       for v in ('slower', 'faster', 'same', 'no samples'))
+    lines += ['', f'{len(rows)} figures on both sides, {n} tested on their samples at '
+              f'{confidence:.0%} confidence corrected for {n} comparisons (Bonferroni), '
+              f'threshold {threshold:.0%}: {counts} (figures judged "same" are not listed).',
+              f'{len(fams)} families judged as a whole (median over their members, '
+              f'{confidence:.0%} corrected for {len(fams)}); {len(singles)} figures in no '
+              'family judged on their own. The exit status follows those two.']
+    return '\n'.join(lines)
+
+
+def decide(fams, singles):
+    """1 when a family or a figure in no family is slower, else 0."""
+    return 1 if any(x['verdict'] == 'slower' for x in fams + singles) else 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('a', help='the baseline: run report (JSON) or stored session UUID')
+    ap.add_argument('b', help='the candidate: run report (JSON) or stored session UUID')
+    ap.add_argument('--stack-a', help='compare this stack of A ...')
+    ap.add_argument('--stack-b', help='... with this stack of B (two stacks or two versions)')
+    ap.add_argument('--threshold', type=float, default=0.05,
+                    help='smallest slowdown that counts, as a fraction (default 0.05)')
+    ap.add_argument('--confidence', type=float, default=0.95,
+                    help='family-wise confidence level (default 0.95)')
+    ap.add_argument('--tests', help='only test cases whose name matches this regex')
+    ap.add_argument('--json', help='also write every row to this file')
+    args = ap.parse_args(argv)
+    if bool(args.stack_a) != bool(args.stack_b):
+        ap.error('--stack-a and --stack-b go together')
+    try:
+        rows = compare(load(args.a), load(args.b), args.stack_a, args.stack_b, args.threshold,
+                       args.confidence, args.tests, (args.a, args.b))
+    except CompareError as err:
+        print(f'compare: {err}', file=sys.stderr)
+        return 2
+    if not rows:
+        print(f'compare: {args.a} and {args.b} have no figure in common (figure_samples of '
+              'passed test cases)', file=sys.stderr)
+        return 2
+    fams, singles = families(rows, args.threshold, args.confidence)
+    print(table(rows, fams, singles, args.threshold, args.confidence))
+    if args.json:
+        Path(args.json).write_text(json.dumps({'figures': rows, 'families': fams},
+                                              indent=1) + '\n')
+    return decide(fams, singles)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""testbed.compare on synthetic run reports: it must call a uniform slowdown 'slower' (exit 1),
+two draws of one machine 'same' (exit 0), keep one mode's burst from setting the exit status,
+and name the file and field of bad input (exit 2). Seeded: nothing here is timed."""
+import json
+import random
+
+import pytest
+
+from testbed import compare
+
+MODES = [f'{s}-{r}/complete' for s in ('Send', 'Isend', 'Ssend', 'Issend')
+         for r in ('Recv', 'Irecv')] + ['Isend-Irecv/preposted', 'Send-Irecv/preposted',
+                                        'Ssend-Irecv/preposted', 'Issend-Irecv/preposted']
+SIZES = (8, 1024, 65536, 1048576)
+
+
+def report(seed, factor=1.0, burst=None, n=15, stack='mpich-4.0'):
+    """A run report of P2PMatrix cases: samples around a per-mode level with 2 % noise,
+    every sample times `factor`; `burst` = (mode, size) tripled, as the VM's state does."""
+    rng = random.Random(seed)
+    cases = []
+    for i, mode in enumerate(MODES):
+        samples = {}
+        for size in SIZES:
+            level = (0.2 + size / 1e4) * (1 + 0.1 * i)
+            scale = factor * (3 if burst == (mode, size) else 1)
+            samples[f'half_round_trip_us@{size}'] = [
+                level * scale * rng.lognormvariate(0, 0.02) for _ in range(n)]
+        cases.append({'name': f'P2PMatrix %mode={mode} %size_range=quick', 'result': 'pass',
+                      'stack_name': stack, 'environ': stack.replace('.', '_'),
+                      'figure_samples': samples})
+    return {'session_info': {'uuid': f'seed-{seed}'}, 'runs': [{'testcases': cases}]}
+
+
+def run_main(tmp_path, a, b, *opts):
+    pa, pb = tmp_path / 'a.json', tmp_path / 'b.json'
+    pa.write_text(json.dumps(a))
+    pb.write_text(json.dumps(b))
+    return compare.main([str(pa), str(pb), *opts])
+
+
+def test_two_draws_of_one_machine_are_the_same(tmp_path, capsys):
+    assert run_main(tmp_path, report(1), report(2)) == 0
+    assert '0 slower' in capsys.readouterr().out
+
+
+def test_a_uniform_10_percent_slowdown_is_slower(tmp_path, capsys):
+    assert run_main(tmp_path, report(1), report(2, factor=1.10)) == 1
+    rows = compare.compare(report(1), report(2, factor=1.10))
+    fams, _ = compare.families(rows, 0.05, 0.95)
+    assert len(fams) == len(SIZES) and all(f['verdict'] == 'slower' for f in fams)
+    assert all(1.08 < f['ratio'] < 1.12 for f in fams)
+    # ... and below the threshold it is not a regression
+    assert run_main(tmp_path, report(1), report(2, factor=1.03)) == 0
+
+
+def test_faster_is_not_a_failure(tmp_path):
+    assert run_main(tmp_path, report(1), report(2, factor=0.8)) == 0
+    fams, _ = compare.families(compare.compare(report(1), report(2, factor=0.8)), 0.05, 0.95)
+    assert all(f['verdict'] == 'faster' for f in fams)
+
+
+def test_one_mode_burst_does_not_set_the_exit_status(tmp_path, capsys):
+    b = report(2, burst=('Ssend-Recv/complete', 8))
+    assert run_main(tmp_path, report(1), b) == 0
+    out = capsys.readouterr().out
+    assert 'Ssend-Recv/complete' in out and 'slower' in out      # listed, not decisive
+
+
+def test_two_stacks_of_one_session(tmp_path):
+    a = report(1)
+    a['runs'][0]['testcases'] += report(2, factor=1.2, stack='mpich-5.0')['runs'][0]['testcases']
+    rows = compare.compare(a, a, 'mpich-4.0', 'mpich-5.0')
+    assert len(rows) == len(MODES) * len(SIZES)
+    assert run_main(tmp_path, a, a, '--stack-a', 'mpich-4.0', '--stack-b', 'mpich-5.0') == 1
+
+
+def test_too_few_samples_are_not_judged(tmp_path):
+    rows = compare.compare(report(1, n=2), report(2, n=2))
+    assert {r['verdict'] for r in rows} == {'no samples'}
+
+
+def test_a_figure_in_no_family_is_judged_alone(tmp_path):
+    def su3(seed, factor):
+        rng = random.Random(seed)
+        return {'runs': [{'testcases': [{
+            'name': 'Su3Run %ranks=2 %comm=isend', 'result': 'pass', 'stack_name': 'lam-7.1',
+            'figure_samples': {'s_per_traj': [0.5 * factor * rng.lognormvariate(0, 0.01)
+                                              for _ in range(10)]}}]}]}
+    assert run_main(tmp_path, su3(1, 1.0), su3(2, 1.0)) == 0
+    assert run_main(tmp_path, su3(1, 1.0), su3(2, 1.15)) == 1
+
+
+def test_failed_cases_carry_no_figures(tmp_path):
+    b = report(2, factor=2.0)
+    for case in b['runs'][0]['testcases']:
+        case['result'] = 'fail'
+    assert run_main(tmp_path, report(1), b) == 2          # nothing in common: said, exit 2
+
+
+@pytest.mark.parametrize('mangle, message', [
+    (lambda r: r.pop('runs'), 'no runs[-1].testcases'),
+    (lambda r: r['runs'][0]['testcases'][3]['figure_samples'].update(
+        {'half_round_trip_us@8': [1.0, 'x', 2.0]}),
+     "testcases[3] (P2PMatrix %mode=Isend-Irecv/complete %size_range=quick): "
+     "figure_samples.half_round_trip_us@8: expected a list of positive numbers"),
+])
+def test_bad_input_names_file_and_field(tmp_path, capsys, mangle, message):
+    b = report(2)
+    mangle(b)
+    assert run_main(tmp_path, report(1), b) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / 'b.json') in err and message in err
+
+
+def test_unreadable_file_and_unknown_session(tmp_path, capsys):
+    bad = tmp_path / 'bad.json'
+    bad.write_text('{not json')
+    assert compare.main([str(bad), str(bad)]) == 2
+    assert f'{bad}: not a readable run report' in capsys.readouterr().err
+    assert compare.main(['no-such-file.json', str(bad)]) == 2
+    assert 'no-such-file.json: no such report file' in capsys.readouterr().err
