@@ -1,6 +1,6 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
-.PHONY: setup test run list references summary clean slowdown compare cluster-up \
-        cluster-status cluster-down
+.PHONY: setup test run list references summary report clean slowdown compare sweep \
+        cluster-up cluster-status cluster-down
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
 	bash ci/setup.sh
@@ -14,12 +14,23 @@ run: setup        ## everything in full on every stack, then on the emulated clu
 list:             ## list the ReFrame checks for every stack
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && cd reframe && reframe -c tests -l
 
-references:       ## make references on this machine from RUNS (3) quick passes, or from REPORTS
+references:       ## make references on this machine from RUNS (3) quick passes, or REPORTS, or stored SESSIONS
 	if [ -n "$(REPORTS)" ]; then bash ci/references.sh --reports $(REPORTS); \
+	elif [ -n "$(SESSIONS)" ]; then bash ci/references.sh --sessions $(SESSIONS); \
 	else bash ci/references.sh $(or $(RUNS),3) $(or $(KIND),absolute); fi
 
 summary:          ## print the summary table of the last full run again
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 -m testbed.summary reframe/reports/last-full.json --out reframe/summary
+
+# The report's default inputs: the last quick and full runs and any release sweeps present.
+REPORT_INPUTS = reframe/reports/last-quick.json \
+                $(wildcard reframe/reports/last-full.json reframe/reports/sweep-*.json)
+
+report:           ## HTML report of REPORTS (default: last quick, full, sweeps) in reframe/report/
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && \
+	python3 -m testbed.report --out reframe/report $(or $(REPORTS),$(REPORT_INPUTS)) && \
+	if command -v chromium >/dev/null 2>&1; then python3 -m testbed.report.browser reframe/report; \
+	else echo "no chromium: no screenshots (make setup installs it)"; fi
 
 clean:            ## remove run outputs (not the installed stacks)
 	rm -rf reframe/output reframe/perflogs reframe/reports reframe/summary* reframe/reframe.log
@@ -32,6 +43,9 @@ compare:          ## is B slower than A? A, B: run reports or stored session UUI
 
 slowdown:         ## prove the references bite: the p2p quick tests slowed by FACTOR (e.g. 1.2)
 	bash ci/slowdown.sh "$(FACTOR)" $(ARGS)
+
+sweep:            ## version sweep: install SERIES (mpich|openmpi|stack list) of site/versions.toml, run ARGS, table
+	bash ci/sweep.sh "$(SERIES)" $(ARGS)
 
 cluster-up:       ## start the emulated cluster: NODES (2, up to 4), PROFILE (native|gige|10gige), MTU
 	python3 site/cluster/cluster.py up --nodes "$(or $(NODES),2)" --profile "$(or $(PROFILE),native)" --mtu "$(or $(MTU),1500)"

@@ -2,6 +2,9 @@
 # Make references on this machine from N runs of the README's quick pass (default 3):
 #   ci/references.sh [N] [absolute|ratio|all]        (make references RUNS=N KIND=...)
 #   ci/references.sh --reports R1.json R2.json ...    (from runs already made)
+#   ci/references.sh --sessions UUID1 UUID2 ...       (from sessions in ReFrame's results storage:
+#                                                      reframe --list-stored-sessions)
+# Either way it ends with the change to reframe/references as a diff, for review before commit.
 # absolute (the default) writes rows keyed by this machine's id: they are asserted here only.
 # ratio writes the portable rows keyed by the machine type, the ones the repository ships; a
 # commit that changes them names the runs (their session ids are in the rows).
@@ -13,6 +16,22 @@ if [ "${1:-}" = "--reports" ]; then
     shift
     reports=("$@")
     kind=${TESTBED_REFERENCE_KIND:-all}
+elif [ "${1:-}" = "--sessions" ]; then
+    shift
+    kind=${TESTBED_REFERENCE_KIND:-all}
+    tmp=$(mktemp -d /tmp/testbed-sessions.XXXXXX)
+    trap 'rm -rf "$tmp"' EXIT
+    reports=()
+    for uuid in "$@"; do
+        (cd "$repo/reframe" && python3 -c 'import json, sys
+from testbed import compare
+try:
+    report = compare.load(sys.argv[1])
+except compare.CompareError as err:
+    sys.exit(f"ci/references.sh: {err}")
+json.dump(report, open(sys.argv[2], "w"))' "$uuid" "$tmp/$uuid.json") || exit 2
+        reports+=("$tmp/$uuid.json")
+    done
 else
     runs=${1:-3}; kind=${2:-absolute}
     case "$runs" in ''|*[!0-9]*) echo "error: RUNS: '$runs' is not a whole number" >&2; exit 2;; esac
@@ -28,4 +47,7 @@ else
     done
 fi
 case "$kind" in absolute|ratio|all) ;; *) echo "error: KIND: '$kind' is not absolute, ratio or all" >&2; exit 2;; esac
-cd "$repo/reframe" && python3 -m testbed.references update --only "$kind" "${reports[@]}"
+cd "$repo/reframe" && python3 -m testbed.references update --only "$kind" "${reports[@]}" || exit $?
+echo "== the change to reframe/references (review it before committing)"
+git -C "$repo" --no-pager diff --stat -- reframe/references
+git -C "$repo" --no-pager diff -U0 -- reframe/references

@@ -43,10 +43,11 @@ print(f'\n== slowdown {factor}: {len(caught)} of {len(cases)} tests missed a ref
       f'({len(other)} failed otherwise)')
 for tc in cases:
     for key, (value, ref, lower, upper, unit, *_) in (tc.get('perfvalues') or {}).items():
-        ratio = f'{value / ref:.2f}x ref' if ref else 'no reference'
+        ratio = f'{value / ref:.2f}x ref' if ref and value is not None else 'no reference'
         mark = 'CAUGHT' if tc in caught else ('FAILED' if tc in other else 'passed')
+        shown = 'none' if value is None else f'{value:.4g}'     # a case failed before it
         print(f"{mark:7} {tc['name'].split()[0]:60.60} {tc['environ']:15} {key.split(':')[-1]:12}"
-              f' {value:10.4g} {unit:5} {ratio}')
+              f' {shown:>10} {unit:5} {ratio}')
 for tc in other:
     print(f"FAILED  {tc['name']} @{tc['environ']}: {tc.get('fail_phase')}: {tc.get('fail_reason')}")
 if not any(v[1] for tc in cases for v in (tc.get('perfvalues') or {}).values()):

@@ -69,7 +69,8 @@ def load(source):
 
 def figures(report, stack=None, tests=None, where='report'):
     """{(test name, figure): samples} of one stack (all stacks if None; then the stack is part
-    of the key). Only test cases that passed carry figures worth comparing."""
+    of the key). Test cases that passed carry figures worth comparing, and so do those that
+    only missed a reference (a regression may be exactly that); any other failure does not."""
     try:
         cases = report['runs'][-1]['testcases']
     except (KeyError, IndexError, TypeError):
@@ -77,7 +78,9 @@ def figures(report, stack=None, tests=None, where='report'):
     out = {}
     for i, case in enumerate(cases):
         samples = case.get('figure_samples') or {}
-        if case.get('result') != 'pass' or not samples:
+        measured = case.get('result') == 'pass' or (
+            case.get('result') == 'fail' and case.get('fail_phase') == 'performance')
+        if not measured or not samples:
             continue
         name = case.get('name')
         if not isinstance(name, str) or not isinstance(samples, dict):
@@ -228,10 +231,32 @@ def decide(fams, singles):
     return 1 if any(x['verdict'] == 'slower' for x in fams + singles) else 0
 
 
+def series(report, stacks, threshold=0.05, confidence=0.95):
+    """Each release against the one before it, in one session's report: the figures that
+    changed beyond the threshold with confidence (rows as compare()'s, verdict not 'same')."""
+    out = []
+    for a, b in zip(stacks, stacks[1:]):
+        rows = compare(report, report, a, b, threshold, confidence)
+        out += [r for r in rows if r['verdict'] in ('slower', 'faster')]
+    return out
+
+
+def series_table(rows, stacks):
+    if not rows:
+        return f'no figure changed significantly from one release to the next ({", ".join(stacks)})'
+    lines = ['| from | to | test | figure | median from | median to | to/from | interval | '
+             'verdict |', '|---|---|---|---|---:|---:|---:|---|---|']
+    lines += [f"| {r['stack_a']} | {r['stack_b']} | {r['test']} | {r['figure']} | "
+              f"{r['median_a']:.4g} | {r['median_b']:.4g} | {r['ratio']:.3f} | "
+              f"{fmt_interval(r)} | {r['verdict']} |" for r in rows]
+    return '\n'.join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('a', help='the baseline: run report (JSON) or stored session UUID')
-    ap.add_argument('b', help='the candidate: run report (JSON) or stored session UUID')
+    ap.add_argument('b', nargs='?', help='the candidate: run report (JSON) or stored session '
+                    'UUID (not with --series)')
     ap.add_argument('--stack-a', help='compare this stack of A ...')
     ap.add_argument('--stack-b', help='... with this stack of B (two stacks or two versions)')
     ap.add_argument('--threshold', type=float, default=0.05,
@@ -240,7 +265,21 @@ def main(argv=None):
                     help='family-wise confidence level (default 0.95)')
     ap.add_argument('--tests', help='only test cases whose name matches this regex')
     ap.add_argument('--json', help='also write every row to this file')
+    ap.add_argument('--series', metavar='S1,S2,...',
+                    help='instead: each of these stacks of report A against the one before it '
+                         '(a version sweep); prints the changes, exit 0 unless bad input')
     args = ap.parse_args(argv)
+    if args.series:
+        stacks = args.series.split(',')
+        try:
+            rows = series(load(args.a), stacks, args.threshold, args.confidence)
+        except CompareError as err:
+            print(f'compare: {err}', file=sys.stderr)
+            return 2
+        print(series_table(rows, stacks))
+        return 0
+    if not args.series and not args.b:
+        ap.error('B is needed unless --series is given')
     if bool(args.stack_a) != bool(args.stack_b):
         ap.error('--stack-a and --stack-b go together')
     try:

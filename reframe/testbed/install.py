@@ -34,6 +34,8 @@ PEER_DEBS = ['netpipe-mpich2', 'netpipe-openmpi', 'netpipe-lam']
 # for the namespaces and shaped links. The package's daemons are not started (no systemd here);
 # the cluster starts its own, with its own key and configuration.
 CLUSTER_DEBS = ['slurm-wlm', 'slurm-wlm-basic-plugins', 'munge', 'iproute2']
+# make report's check (reframe/unittests/test_report.py) renders the page in headless Chromium.
+REPORT_DEBS = ['chromium']
 HPL_SOURCE = 'src/hpcc'      # under the testbed home; apps/hpl/build.sh --src-dir
 
 
@@ -139,6 +141,7 @@ def main(argv=None):
         ('base packages', lambda f: apt_install(BASE_DEBS, f, updated)),
         ('peer benchmarks', lambda f: apt_install(PEER_DEBS, f, updated)),
         ('emulated cluster', lambda f: apt_install(CLUSTER_DEBS, f, updated)),
+        ('report browser', lambda f: apt_install(REPORT_DEBS, f, updated)),
         ('ReFrame venv', lambda f: make_venv(str(home / 'reframe'), TOOL_PACKAGES, f)),
         (f'account {reg.run_as}', lambda f: ensure_account(reg.run_as, f)),
     ]:
@@ -184,7 +187,11 @@ def main(argv=None):
 
     total = time.monotonic() - started
     timings['total'] = total
-    (home / 'setup-times.json').write_text(json.dumps(
+    # Another registry (site/versions.toml: ci/sweep.sh) keeps its own record, so a sweep
+    # never overwrites the timings of the default set-up.
+    times = 'setup-times.json' if Path(reg.path).resolve() == registry.DEFAULT_FILE else \
+        f'setup-times-{Path(reg.path).stem}.json'
+    (home / times).write_text(json.dumps(
         {k: round(v, 1) for k, v in timings.items()}, indent=1) + '\n')
     log(f'set-up done in {total:.0f} s; {len(stacks) - len(failed)} of {len(stacks)} stacks '
         f'installed' + (f'; failed: {", ".join(failed)}' if failed else ''))

@@ -191,7 +191,9 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             for r in records(self._out_path(), 'P2P'):
                 fh.write(','.join(str(r.get(c, '')) for c in cols) + '\n')
         self.keep_files = ['p2p_sizes.csv']
-        self.figure_samples = {f"half_round_trip_us@{r['size_bytes']}": r['samples_us']
+        # float(): %g prints a whole value (104) as a JSON integer
+        self.figure_samples = {f"half_round_trip_us@{r['size_bytes']}":
+                               [float(v) for v in r['samples_us']]
                                for r in records(self._out_path(), 'P2P')
                                if r['transport'] == 'mpi'}
 

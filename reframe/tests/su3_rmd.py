@@ -150,7 +150,7 @@ class Su3Run(Su3Base):
         run = records(os.path.join(self.stagedir, self.stdout.evaluate()), 'SU3-RUN')[0]
         self.library_version = run.get('library_version', 'unknown')
         # Trajectory 0 is the cold start (no dynamics): the timed ones are the samples.
-        self.figure_samples = {'s_per_traj': [t['seconds'] for t in self.trajs()
+        self.figure_samples = {'s_per_traj': [float(t['seconds']) for t in self.trajs()
                                               if t['traj'] > 0]}
 
     def _end(self, field, out=None):

@@ -91,11 +91,14 @@ def test_a_figure_in_no_family_is_judged_alone(tmp_path):
     assert run_main(tmp_path, su3(1, 1.0), su3(2, 1.15)) == 1
 
 
-def test_failed_cases_carry_no_figures(tmp_path):
+def test_failed_cases_carry_no_figures_unless_only_a_reference_was_missed(tmp_path):
     b = report(2, factor=2.0)
     for case in b['runs'][0]['testcases']:
-        case['result'] = 'fail'
+        case['result'], case['fail_phase'] = 'fail', 'sanity'
     assert run_main(tmp_path, report(1), b) == 2          # nothing in common: said, exit 2
+    for case in b['runs'][0]['testcases']:
+        case['fail_phase'] = 'performance'
+    assert run_main(tmp_path, report(1), b) == 1
 
 
 @pytest.mark.parametrize('mangle, message', [
@@ -120,3 +123,15 @@ def test_unreadable_file_and_unknown_session(tmp_path, capsys):
     assert f'{bad}: not a readable run report' in capsys.readouterr().err
     assert compare.main(['no-such-file.json', str(bad)]) == 2
     assert 'no-such-file.json: no such report file' in capsys.readouterr().err
+
+
+def test_references_from_an_unknown_session_stop_naming_it(tmp_path):
+    # make references SESSIONS=... fetches each session from the results storage first
+    import os
+    import subprocess
+    from testbed import registry
+    proc = subprocess.run(['bash', str(registry.REPO / 'ci' / 'references.sh'), '--sessions',
+                           'deadbeef-0000'], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TESTBED_RESULTS_DB=str(tmp_path / 'r.db')))
+    assert proc.returncode == 2
+    assert 'session deadbeef-0000: not in the results storage' in proc.stderr
