@@ -12,9 +12,15 @@
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 factor=${1:-}
-if [ -z "$factor" ] || ! python3 -c 'import sys; f = float(sys.argv[1]); sys.exit(not 1 <= f <= 100)' \
+# FACTOR: 1 to 100 (every slowed call takes FACTOR times as long), or +Nns (a fixed wait of
+# N ns after each, 1 to 1000000: small enough for a 5 % slower latency; apps/slowdown).
+if [ -z "$factor" ] || ! python3 -c 'import re, sys
+a = sys.argv[1]
+m = re.fullmatch(r"\+(\d+)ns", a)
+sys.exit(not (1 <= int(m.group(1)) <= 1000000 if m else 1 <= float(a) <= 100))' \
         "$factor" 2> /dev/null; then
-    echo "usage: ci/slowdown.sh FACTOR [reframe args...]   (FACTOR from 1 to 100, e.g. 1.2)" >&2
+    echo "usage: ci/slowdown.sh FACTOR [reframe args...]   (FACTOR from 1 to 100, e.g. 1.2," \
+         "or a fixed wait +Nns from +1ns to +1000000ns)" >&2
     exit 2
 fi
 shift

@@ -5,7 +5,9 @@
  * returns, the caller busy-waits (f - 1) x the call's own elapsed time
  * (CLOCK_MONOTONIC; "own": see below), so the call takes f times as long.
  *
- *   TESTBED_SLOWDOWN        factor f, 1 <= f <= 100; absent, empty or 1: inactive
+ *   TESTBED_SLOWDOWN        factor f, 1 <= f <= 100; absent, empty or 1: inactive;
+ *                           or "+Nns" (1 <= N <= 1000000): a fixed wait of N ns after
+ *                           each slowed call, with no clock read in the call (below)
  *   TESTBED_SLOWDOWN_CALLS  comma list of calls to slow (default: DEFAULT_CALLS)
  *
  * No link-time MPI dependency: the library is preloaded into launchers and
@@ -25,6 +27,11 @@
  * injected waits in a shared counter, and a call's pad is (f - 1) x (its
  * elapsed time - the others' injected waits that ended during it).
  * The effective slowdown of a figure is still not f: measure it (README.md).
+ *
+ * "+Nns": the factor's two clock reads per call cost tens of ns, a large share
+ * of a 0.2 us latency, so no factor slows a small message by only 5 %. The
+ * fixed wait is a spin loop of a count calibrated once, at MPI_Init, on the
+ * rank's own core: a slowed call then costs the wrapper's few ns plus N.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -57,6 +64,8 @@ static const char *const names[NCALLS + 1] = {
     "MPI_Irecv,MPI_Wait,MPI_Waitall,MPI_Allreduce,MPI_Reduce,cblas_dgemm,dgemm_"
 
 static double extra;            /* f - 1; 0 when inactive */
+static long fixed_ns;           /* "+Nns": N; 0 in factor mode */
+static volatile uint64_t spins_per_call; /* fixed_ns as spin-loop turns, set at MPI_Init */
 static unsigned slowed;         /* bit i: names[i] is slowed */
 static void *real[NCALLS + 1];
 static __thread int depth;      /* a slowed call made inside a slowed call is not slowed again */
@@ -76,11 +85,22 @@ __attribute__((constructor)) static void configure(void)
         return;
     char *end;
     errno = 0;
-    double v = strtod(f, &end);
-    if (end == f || *end || errno || !isfinite(v) || v < 1.0 || v > 100.0)
-        bad("TESTBED_SLOWDOWN", f, "expected a factor from 1 to 100, e.g. 1.2");
-    if (v == 1.0)
-        return;
+    double v;
+    if (*f == '+') {            /* "+Nns" */
+        long n = strtol(f + 1, &end, 10);
+        if (end == f + 1 || strcmp(end, "ns") || errno || n < 1 || n > 1000000)
+            bad("TESTBED_SLOWDOWN", f, "expected a factor from 1 to 100, e.g. 1.2, or a "
+                "fixed wait from +1ns to +1000000ns, e.g. +20ns");
+        fixed_ns = n;
+        v = 2.0;                /* active; the factor itself is not used */
+    } else {
+        v = strtod(f, &end);
+        if (end == f || *end || errno || !isfinite(v) || v < 1.0 || v > 100.0)
+            bad("TESTBED_SLOWDOWN", f, "expected a factor from 1 to 100, e.g. 1.2, or a "
+                "fixed wait from +1ns to +1000000ns, e.g. +20ns");
+        if (v == 1.0)
+            return;
+    }
     const char *list = getenv("TESTBED_SLOWDOWN_CALLS");
     if (!list)
         list = DEFAULT_CALLS;
@@ -174,6 +194,39 @@ static void pad(int64_t t0, int64_t before)
     __atomic_add_fetch(&injected_ns, t - t1, __ATOMIC_RELAXED);
 }
 
+static void spin(uint64_t n)
+{
+    for (volatile uint64_t i = 0; i < n; i++)
+        ;
+}
+
+/* Turns of spin() per fixed_ns: the fastest of five timed runs of 2^20 turns
+ * (a run that was preempted is slower, never faster). */
+static void calibrate(void)
+{
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        int64_t t0 = now_ns();
+        spin(1u << 20);
+        double ns_per_turn = (double)(now_ns() - t0) / (1u << 20);
+        if (ns_per_turn < best)
+            best = ns_per_turn;
+    }
+    spins_per_call = (uint64_t)(fixed_ns / best + 0.5);
+    if (!spins_per_call)
+        spins_per_call = 1;
+}
+
+/* The fixed wait after a slowed call; calibrated at the first one, which comes
+ * after MPI_Init (or MPI_Init_thread) has bound the rank to its core. */
+static void wait_fixed(void)
+{
+    if (!spins_per_call)
+        calibrate();
+    spin(spins_per_call);
+    n_padded++;
+}
+
 /* At exit: every rank removes the shared page's name (ranks still running keep
  * their mapping), and a rank that padded says by how much, so that a test can
  * check the mechanism without timing anything (injected >= (f - 1) x own). */
@@ -181,7 +234,11 @@ __attribute__((destructor)) static void account(void)
 {
     if (total && total != &private_total)
         unlink(shm_path);
-    if (n_padded)
+    if (n_padded && fixed_ns)
+        fprintf(stderr, "slowdown: pid %d padded %lld calls by %ld ns each (%llu spin turns)\n",
+                (int)getpid(), (long long)n_padded, fixed_ns,
+                (unsigned long long)spins_per_call);
+    else if (n_padded)
         fprintf(stderr, "slowdown: pid %d padded %lld calls: own %lld ns, injected %lld ns\n",
                 (int)getpid(), (long long)n_padded, (long long)own_ns, (long long)injected_ns);
 }
@@ -196,6 +253,11 @@ __attribute__((destructor)) static void account(void)
         fn_t fn = (fn_t)resolve(i);                                  \
         if (!ACTIVE(i))                                              \
             return fn ARGS;                                          \
+        if (fixed_ns) {                                              \
+            int rc = fn ARGS;                                        \
+            wait_fixed();                                            \
+            return rc;                                               \
+        }                                                            \
         depth++;                                                     \
         int64_t before = others(), t0 = now_ns();                    \
         int rc = fn ARGS;                                            \
@@ -233,7 +295,9 @@ void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha,
     depth += on;
     fn(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     depth -= on;
-    if (on)
+    if (on && fixed_ns)
+        wait_fixed();
+    else if (on)
         pad(t0, before);
 }
 
@@ -248,7 +312,9 @@ void dgemm_(I a, I b, I c, I d, I e, I f, I g, I h, I i, I j, I k, I l, I m, I n
     depth += on;
     fn(a, b, c, d, e, f, g, h, i, j, k, l, m, n, o);
     depth -= on;
-    if (on)
+    if (on && fixed_ns)
+        wait_fixed();
+    else if (on)
         pad(t0, before);
 }
 
@@ -262,8 +328,12 @@ int MPI_Init(I argc, I argv)
             if ((slowed >> i) & 1u)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
                          *list ? "," : "", names[i]);
-        fprintf(stderr, "slowdown: active factor %g on %s (pid %d)\n", extra + 1.0, list,
-                (int)getpid());
+        if (fixed_ns)
+            fprintf(stderr, "slowdown: active fixed +%ldns on %s (pid %d)\n", fixed_ns, list,
+                    (int)getpid());
+        else
+            fprintf(stderr, "slowdown: active factor %g on %s (pid %d)\n", extra + 1.0, list,
+                    (int)getpid());
     }
     return rc;
 }

@@ -138,6 +138,8 @@ class StackLaunch(rfm.RegressionMixin):
     stack_name = variable(str, value='')
     #: test-only slowdown factor preloaded into the job (TESTBED_INJECT_SLOWDOWN; 1 = none)
     injected_slowdown = variable(float, value=1.0)
+    #: ... or the fixed wait after each slowed call, ns (TESTBED_INJECT_SLOWDOWN=+Nns; 0 = none)
+    injected_delay_ns = variable(int, value=0)
     #: the calls it slows (TESTBED_INJECT_CALLS; empty = the shim's default list)
     injected_calls = variable(str, value='')
 
@@ -231,13 +233,18 @@ class StackLaunch(rfm.RegressionMixin):
         factor = os.environ.get('TESTBED_INJECT_SLOWDOWN', '')
         if not factor:
             return
+        fixed = re.fullmatch(r'\+(\d+)ns', factor)
         try:
-            self.injected_slowdown = float(factor)
+            self.injected_slowdown = 1.0 if fixed else float(factor)
+            self.injected_delay_ns = int(fixed.group(1)) if fixed else 0
         except ValueError:
             self.injected_slowdown = 0.0
-        if not 1.0 <= self.injected_slowdown <= 100.0:
+        if not 1.0 <= self.injected_slowdown <= 100.0 or \
+                not 0 <= self.injected_delay_ns <= 1000000 or (fixed and not
+                                                               self.injected_delay_ns):
             raise ReframeError(f'TESTBED_INJECT_SLOWDOWN={factor!r}: expected a factor from '
-                               f'1 to 100, e.g. 1.2')
+                               f'1 to 100, e.g. 1.2, or a fixed wait from +1ns to '
+                               f'+1000000ns, e.g. +20ns')
         lib = os.environ.get('TESTBED_SLOWDOWN_LIB',
                              '/var/tmp/mpi-testbed-slowdown/libslowdown.so')
         if not os.path.exists(lib):
@@ -248,7 +255,7 @@ class StackLaunch(rfm.RegressionMixin):
                               'TESTBED_SLOWDOWN': shlex.quote(factor)})
         if self.injected_calls:
             self.env_vars['TESTBED_SLOWDOWN_CALLS'] = shlex.quote(self.injected_calls)
-        if self.injected_slowdown > 1.0:
+        if self.injected_slowdown > 1.0 or self.injected_delay_ns:
             # Each rank says so at MPI_Init: fail the job if a launcher did not pass it on.
             self.postrun_cmds += [
                 f'[ "$(grep -c "^slowdown: active" {self.job.stderr})" -ge {self.num_tasks} ] '

@@ -75,7 +75,10 @@ def main(argv=None):
             counts[('clean', lab)] = counts.get(('clean', lab), 0) + 1
     n_clean = len(exits['clean'])
     effective = {}
-    for factor, paths in sorted(slowed.items(), key=lambda kv: float(kv[0])):
+    def order(kv):        # factors (1.1) first, then fixed waits (+20ns), each by size
+        f = kv[0]
+        return (1, float(f[1:-2])) if f.startswith('+') else (0, float(f))
+    for factor, paths in sorted(slowed.items(), key=order):
         for a, b in itertools.product(clean, paths):
             slow, seen, rc = slower_families(load[a], load[b], args.threshold,
                                              effective.setdefault(factor, {}))
@@ -85,7 +88,8 @@ def main(argv=None):
                 counts[(factor, lab)] = counts.get((factor, lab), 0) + 1
     factors = [f for f in exits if f != 'clean']
     head = ['family', 'stack', f'false alarms ({n_clean} clean comparisons)'] + \
-        [f'caught at x{f} ({len(exits[f])} comparisons; median B/A)' for f in factors]
+        [f"caught at {f if f.startswith('+') else 'x' + f} ({len(exits[f])} comparisons; "
+         'median B/A)' for f in factors]
     lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
     for lab in sorted(labels):
         cells = [lab[0], lab[1], str(counts.get(('clean', lab), 0))] + \

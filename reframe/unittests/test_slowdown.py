@@ -76,6 +76,20 @@ def test_factor_2_pads_every_rank_by_its_own_time(built):
         assert injected >= own - calls, f'pid {pid}: injected {injected} ns < own {own} ns'
 
 
+FIXED = re.compile(r'^slowdown: pid (\d+) padded (\d+) calls by 50 ns each \((\d+) spin turns\)$',
+                   re.M)
+
+
+def test_fixed_wait_pads_every_rank(built):
+    # "+Nns": a calibrated spin after each slowed call, no clock read in the call
+    proc = p2p(built, TESTBED_SLOWDOWN='+50ns')
+    assert proc.stderr.count('slowdown: active fixed +50ns on MPI_Send,') == 2, proc.stderr
+    medians(proc)
+    accounts = FIXED.findall(proc.stderr)
+    assert len(accounts) == 2, proc.stderr
+    assert all(int(calls) > 0 and int(turns) >= 1 for _, calls, turns in accounts)
+
+
 def test_inactive_shim_says_nothing(built):
     for env in ({}, {'TESTBED_SLOWDOWN': ''}, {'TESTBED_SLOWDOWN': '1'}):
         proc = p2p(built, **env)
@@ -86,6 +100,8 @@ def test_inactive_shim_says_nothing(built):
 @pytest.mark.parametrize('env, message', [
     ({'TESTBED_SLOWDOWN': 'abc'}, "TESTBED_SLOWDOWN='abc': expected a factor from 1 to 100"),
     ({'TESTBED_SLOWDOWN': '0.5'}, "TESTBED_SLOWDOWN='0.5': expected a factor from 1 to 100"),
+    ({'TESTBED_SLOWDOWN': '+0ns'}, "TESTBED_SLOWDOWN='+0ns': expected a factor from 1 to 100"),
+    ({'TESTBED_SLOWDOWN': '+5us'}, "or a fixed wait from +1ns to +1000000ns"),
     ({'TESTBED_SLOWDOWN': '1.5', 'TESTBED_SLOWDOWN_CALLS': 'MPI_Send,MPI_Sned'},
      "TESTBED_SLOWDOWN_CALLS='MPI_Send,MPI_Sned': unknown call 'MPI_Sned'"),
 ])
