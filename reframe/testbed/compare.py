@@ -43,6 +43,41 @@ class CompareError(Exception):
     pass
 
 
+def load_all(sources):
+    """Several sessions as one side ('a.json,UUID2,...'): their reports, merged so that the
+    samples of a figure are pooled over the sessions. Pooled, the spread between sessions is
+    part of the samples, and a figure with one value per session (HPL) gets its samples."""
+    parts = [p for p in sources.split(',') if p]
+    if not parts:
+        raise CompareError(f'{sources!r}: no report or session named')
+    reports = [load(p) for p in parts]
+    if len(reports) == 1:
+        return reports[0]
+    merged = {}
+    for report, name in zip(reports, parts):
+        for case in figures_cases(report, name):
+            key = (case.get('name'), case.get('stack_name') or case.get('environ'))
+            into = merged.setdefault(key, dict(case, figure_samples={}))
+            samples = case.get('figure_samples') or {}
+            for fig, values in (samples.items() if isinstance(samples, dict) else []):
+                if not isinstance(values, list):
+                    raise CompareError(f'{name}: {case.get("name")}: figure_samples.{fig}: '
+                                       'expected a list of positive numbers')
+                into['figure_samples'].setdefault(fig, []).extend(values)
+    return {'session_info': {'uuid': sources}, 'runs': [{'testcases': list(merged.values())}]}
+
+
+def figures_cases(report, where):
+    """The test cases of a run report whose figures count (see figures())."""
+    try:
+        cases = report['runs'][-1]['testcases']
+    except (KeyError, IndexError, TypeError):
+        raise CompareError(f'{where}: no runs[-1].testcases: not a ReFrame run report') from None
+    return [c for c in cases if isinstance(c, dict) and (
+        c.get('result') == 'pass' or (c.get('result') == 'fail' and
+                                      c.get('fail_phase') == 'performance'))]
+
+
 def load(source):
     """A run report: a JSON file, or a stored session's UUID fetched from ReFrame's storage."""
     path = Path(source)
@@ -71,21 +106,15 @@ def figures(report, stack=None, tests=None, where='report'):
     """{(test name, figure): samples} of one stack (all stacks if None; then the stack is part
     of the key). Test cases that passed carry figures worth comparing, and so do those that
     only missed a reference (a regression may be exactly that); any other failure does not."""
-    try:
-        cases = report['runs'][-1]['testcases']
-    except (KeyError, IndexError, TypeError):
-        raise CompareError(f'{where}: no runs[-1].testcases: not a ReFrame run report') from None
     out = {}
-    for i, case in enumerate(cases):
+    cases = report.get('runs', [{}])[-1].get('testcases', []) if isinstance(report, dict) else []
+    for case in figures_cases(report, where):
+        i = cases.index(case) if case in cases else '?'
         samples = case.get('figure_samples') or {}
-        measured = case.get('result') == 'pass' or (
-            case.get('result') == 'fail' and case.get('fail_phase') == 'performance')
-        if not measured or not samples:
-            continue
         name = case.get('name')
         if not isinstance(name, str) or not isinstance(samples, dict):
             raise CompareError(f'{where}: testcases[{i}]: name or figure_samples malformed')
-        if tests and not re.search(tests, name):
+        if not samples or (tests and not re.search(tests, name)):
             continue
         case_stack = case.get('stack_name') or case.get('environ')
         if stack and case_stack != stack:
@@ -254,7 +283,8 @@ def series_table(rows, stacks):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('a', help='the baseline: run report (JSON) or stored session UUID')
+    ap.add_argument('a', help='the baseline: run report (JSON) or stored session UUID; a comma '
+                    'list pools several sessions')
     ap.add_argument('b', nargs='?', help='the candidate: run report (JSON) or stored session '
                     'UUID (not with --series)')
     ap.add_argument('--stack-a', help='compare this stack of A ...')
@@ -272,7 +302,7 @@ def main(argv=None):
     if args.series:
         stacks = args.series.split(',')
         try:
-            rows = series(load(args.a), stacks, args.threshold, args.confidence)
+            rows = series(load_all(args.a), stacks, args.threshold, args.confidence)
         except CompareError as err:
             print(f'compare: {err}', file=sys.stderr)
             return 2
@@ -283,7 +313,8 @@ def main(argv=None):
     if bool(args.stack_a) != bool(args.stack_b):
         ap.error('--stack-a and --stack-b go together')
     try:
-        rows = compare(load(args.a), load(args.b), args.stack_a, args.stack_b, args.threshold,
+        rows = compare(load_all(args.a), load_all(args.b), args.stack_a, args.stack_b,
+                       args.threshold,
                        args.confidence, args.tests, (args.a, args.b))
     except CompareError as err:
         print(f'compare: {err}', file=sys.stderr)

@@ -190,6 +190,12 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     @run_after('sanity')
     def note_version(self):
         self.library_version = self._records('HPL-RUN')[0].get('library_version', 'unknown')
+        # One factorisation per N (two if HPL.dat repeats it): the compare pools them over
+        # sessions (make compare A=s1,s2,s3 B=...), one sample per session.
+        samples = {}
+        for r in self._output():
+            samples.setdefault(f"time_s@N{r['N']}", []).append(float(r['time_s']))
+        self.figure_samples = samples
 
     @sn.deferrable
     def _complete(self):

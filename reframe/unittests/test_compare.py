@@ -75,6 +75,30 @@ def test_two_stacks_of_one_session(tmp_path):
     assert run_main(tmp_path, a, a, '--stack-a', 'mpich-4.0', '--stack-b', 'mpich-5.0') == 1
 
 
+def hpl(seed, factor):
+    """One HPL session: one factorisation time per N, as HplRun records it."""
+    rng = random.Random(seed)
+    return {'runs': [{'testcases': [{
+        'name': 'HplRun %grid=1x2', 'result': 'pass', 'stack_name': 'mpich-4.0',
+        'figure_samples': {'time_s@N7200': [9.0 * factor * rng.lognormvariate(0, 0.01)]}}]}]}
+
+
+def test_sessions_pooled_give_hpl_its_samples(tmp_path, capsys):
+    paths = []
+    for i, factor in enumerate([1.0, 1.0, 1.0, 1.2, 1.2, 1.2, 1.0, 1.0, 1.0]):
+        path = tmp_path / f's{i}.json'
+        path.write_text(json.dumps(hpl(i, factor)))
+        paths.append(str(path))
+    # one session a side: one sample, not judged; nothing decides, said with exit 0
+    assert compare.main([paths[0], paths[3]]) == 0
+    assert '1 no samples' in capsys.readouterr().out
+    # three a side: 20 % slower caught; three clean against three clean: not
+    assert compare.main([','.join(paths[:3]), ','.join(paths[3:6])]) == 1
+    capsys.readouterr()
+    assert compare.main([','.join(paths[:3]), ','.join(paths[6:])]) == 0
+    assert '1 same' in capsys.readouterr().out
+
+
 def test_too_few_samples_are_not_judged(tmp_path):
     rows = compare.compare(report(1, n=2), report(2, n=2))
     assert {r['verdict'] for r in rows} == {'no samples'}
