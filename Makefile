@@ -1,5 +1,5 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
-.PHONY: setup test run list references summary report clean slowdown compare sweep \
+.PHONY: setup test run list references summary report clean slowdown compare sweep generate \
         cluster-up cluster-status cluster-down
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
@@ -13,6 +13,9 @@ run: setup        ## everything in full on every stack, then on the emulated clu
 
 list:             ## list the ReFrame checks for every stack
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && cd reframe && reframe -c tests -l
+
+generate:         ## regenerate spack-envs/ and containers/ from the registry
+	python3 site/generate.py
 
 references:       ## make references on this machine from RUNS (3) quick passes, or REPORTS, or stored SESSIONS
 	if [ -n "$(REPORTS)" ]; then bash ci/references.sh --reports $(REPORTS); \

@@ -13,6 +13,7 @@
  * A library without MPI_T (MPI-1, LAM 7.1) prints KNOB-UNSUPPORTED and exits 0.
  */
 #include <mpi.h>
+#include "../common/tb_finalize.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,6 @@ int main(int argc, char **argv)
                MPI_SUBVERSION);
 #endif
     fflush(stdout);
-    MPI_Finalize();
+    tb_finalize_bounded();     /* see ../common/tb_finalize.h */
     return 0;
 }

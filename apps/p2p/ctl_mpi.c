@@ -2,6 +2,7 @@
  * control message can ever match a message of the MPI transport. */
 #define _POSIX_C_SOURCE 200112L
 #include <mpi.h>
+#include "../common/tb_finalize.h"
 #include <time.h>
 
 #include "control.h"
@@ -45,7 +46,7 @@ void ctl_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 void ctl_finalize(void)
 {
     MPI_Comm_free(&ctl);
-    MPI_Finalize();
+    tb_finalize_bounded();     /* see ../common/tb_finalize.h */
 }
 
 double ctl_now(void)

@@ -136,6 +136,9 @@ class StackLaunch(rfm.RegressionMixin):
     library_version = variable(str, value='unknown')
     #: the registry's name of the stack (environment names cannot hold dots)
     stack_name = variable(str, value='')
+    #: MPI_Finalize hung after every record was out (apps/common/tb_finalize.h): a library
+    #: defect the summary lists apart from the figures, which stand
+    finalize_hung = variable(bool, value=False)
     #: test-only slowdown factor preloaded into the job (TESTBED_INJECT_SLOWDOWN; 1 = none)
     injected_slowdown = variable(float, value=1.0)
     #: ... or the fixed wait after each slowed call, ns (TESTBED_INJECT_SLOWDOWN=+Nns; 0 = none)
@@ -187,6 +190,24 @@ class StackLaunch(rfm.RegressionMixin):
             self.num_tasks_per_node = 1
 
     @sn.deferrable
+    def exit_status(self, ended):
+        """The launch's exit code, except that a program whose every record is out (`ended`)
+        and whose ranks then said FINALIZE-HUNG (apps/common/tb_finalize.h) counts as 0 and
+        sets finalize_hung, which the report and the summary show as a library defect."""
+        code = self.exit_code()
+        if code == 0 or not ended:
+            return code
+        try:
+            with open(os.path.join(self.stagedir, self.stderr.evaluate()),
+                      errors='replace') as fh:
+                hung = re.search(r'^FINALIZE-HUNG:', fh.read(), re.M) is not None
+        except OSError:
+            hung = False
+        if hung:
+            self.finalize_hung = True
+            return 0
+        return code
+
     def exit_code(self):
         """The launch's exit code: the scheduler's, or where it cannot tell (squeue keeps no
         accounting) what the job script printed after the launch; None if neither knows."""

@@ -152,6 +152,14 @@ def render(report):
     lines += tables(rows, stacks)
     lines += app_tables(report, stacks)
     lines += peer_table.render(report)
+    hung = [tc for tc in cases(report) if tc.get('finalize_hung')]
+    if hung:
+        lines.append(f'### MPI_Finalize hung after the measurement ({len(hung)})\n')
+        lines.append('A library defect, not a figure: every record was complete and checked, '
+                     'then MPI_Finalize did not return within 30 s (apps/common/tb_finalize.h).')
+        lines += [f"- {tc['name']} @{tc['environ']} ({tc.get('system')}:{tc.get('partition')})"
+                  for tc in hung]
+        lines.append('')
     failed = [tc for tc in cases(report) if tc['result'] in ('fail', 'fail_deps')]
     if failed:
         lines.append(f'### Failed ({len(failed)})\n')

@@ -1,0 +1,54 @@
+"""apps/common/tb_finalize.h: a rank whose MPI_Finalize never returns (as Debian's MPICH 4.0.2
+over UCX's TCP transport sometimes does) leaves after the limit with exit status 75, saying
+FINALIZE-HUNG, with every record already out. A preloaded MPI_Finalize that never returns
+stands in for the library's hang (the set-up must have run)."""
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from testbed import registry
+from testbed.checks import drop_privileges
+
+REPO = registry.REPO
+HANG = 'int MPI_Finalize(void) { for (;;) pause(); return 0; }\n'
+
+
+@pytest.fixture(scope='module')
+def built():
+    path = Path(tempfile.mkdtemp(prefix='testbed-finalize-', dir='/var/tmp'))
+    shutil.copytree(REPO / 'apps', path / 'apps')
+    (path / 'hang.c').write_text('#include <unistd.h>\n' + HANG)
+    subprocess.run(['gcc', '-shared', '-fPIC', '-o', str(path / 'hang.so'), str(path / 'hang.c')],
+                   check=True, capture_output=True)
+    subprocess.run(['make', '-s', '-C', str(path / 'apps' / 'p2p'), 'CC=mpicc.mpich'],
+                   check=True, capture_output=True)
+    subprocess.run(['chmod', '-R', 'a+rX', str(path)], check=True)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_hung_finalize_ends_after_the_limit_with_75(built):
+    reg = registry.load()
+    cmd = drop_privileges(reg) + reg.stacks['mpich-4.0'].launch_command(2) + [
+        str(built / 'apps' / 'p2p' / 'p2p'), '--pair', 'Send-Recv', '--sizes', '8',
+        '--samples', '2']
+    env = dict(os.environ, LD_PRELOAD=str(built / 'hang.so'), TESTBED_FINALIZE_LIMIT_S='2')
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120,
+                          cwd=built)
+    assert proc.returncode == 75, (proc.returncode, proc.stderr)
+    assert proc.stderr.count('FINALIZE-HUNG: MPI_Finalize did not return') == 2, proc.stderr
+    assert 'P2P-END {' in proc.stdout          # every record was out before it
+
+
+def test_a_clean_finalize_is_untouched(built):
+    reg = registry.load()
+    cmd = drop_privileges(reg) + reg.stacks['mpich-4.0'].launch_command(2) + [
+        str(built / 'apps' / 'p2p' / 'p2p'), '--pair', 'Send-Recv', '--sizes', '8',
+        '--samples', '2']
+    proc = subprocess.run(cmd, env=dict(os.environ, TESTBED_FINALIZE_LIMIT_S='2'),
+                          capture_output=True, text=True, timeout=120, cwd=built)
+    assert proc.returncode == 0 and 'FINALIZE-HUNG' not in proc.stderr, proc.stderr

@@ -1,0 +1,99 @@
+"""The generated Spack environments and container definitions (site/generate.py) match the
+registry: a stale file in the repository fails `make test`, and a stack added to or removed from
+a registry copy is reported as a missing or orphaned file by name. Writes only under tmp_path;
+runs no Spack, Podman or Apptainer."""
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from testbed import registry
+
+GENERATE = registry.REPO / 'site' / 'generate.py'
+REPO_DIR = 'spack-envs/repo'     # the hand-written LAM recipe, copied along
+
+
+def generate(*args):
+    return subprocess.run([sys.executable, str(GENERATE), *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_repository_files_are_current():
+    out = generate('--check')
+    assert out.returncode == 0, 'generated files out of date; run `make generate`:\n' + out.stderr
+
+
+def registry_copy(tmp_path, edit):
+    """A copy of site/stacks.toml with `edit` applied to its text, and an output root that
+    holds the files generated from the real registry."""
+    root = tmp_path / 'root'
+    shutil.copytree(registry.REPO / REPO_DIR, root / REPO_DIR)
+    assert generate('--root', str(root)).returncode == 0
+    copy = tmp_path / 'stacks.toml'
+    copy.write_text(edit(registry.DEFAULT_FILE.read_text()))
+    tomllib.loads(copy.read_text())                  # the edit left valid TOML
+    return copy, root
+
+
+def test_added_stack_is_reported_missing_by_file(tmp_path):
+    added = '''
+[stacks."mpich-4.3"]
+family = "mpich"
+origin = "pypi"
+packages = ["mpich==4.3.2"]
+cc = "{prefix}/bin/mpicc"
+launcher = ["{prefix}/bin/mpiexec", "-n", "{ntasks}"]
+srun_mpi = "pmi2"
+'''
+    copy, root = registry_copy(tmp_path, lambda text: text + added)
+    out = generate('--check', '--registry', str(copy), '--root', str(root))
+    assert out.returncode == 1
+    for rel in ['spack-envs/mpich-4.3/spack.yaml', 'containers/mpich-4.3/Containerfile',
+                'containers/mpich-4.3/apptainer.def']:
+        assert f'missing: {rel}' in out.stderr
+    assert 'stale' not in out.stderr and 'orphan' not in out.stderr
+    # generating from the copy writes them, pinned to the wheel's version, and the check passes
+    assert generate('--registry', str(copy), '--root', str(root)).returncode == 0
+    assert '- mpich@4.3.2 device=ch4 netmod=ofi' in \
+        (root / 'spack-envs/mpich-4.3/spack.yaml').read_text()
+    assert 'install.py --stacks mpich-4.3' in \
+        (root / 'containers/mpich-4.3/Containerfile').read_text()
+    assert generate('--check', '--registry', str(copy), '--root', str(root)).returncode == 0
+
+
+def test_removed_stack_is_reported_orphan_by_folder(tmp_path):
+    def drop_lam(text):
+        start = text.index('[stacks."lam-7.1"]')
+        return text[:start] + text[text.index('[stacks."mpich-5.0"]'):]
+    copy, root = registry_copy(tmp_path, drop_lam)
+    out = generate('--check', '--registry', str(copy), '--root', str(root))
+    assert out.returncode == 1
+    assert 'orphan: spack-envs/lam-7.1/' in out.stderr
+    assert 'orphan: containers/lam-7.1/' in out.stderr
+    assert 'missing' not in out.stderr
+
+
+def test_edited_file_is_stale_and_cluster_state_is_not_an_orphan(tmp_path):
+    copy, root = registry_copy(tmp_path, lambda text: text)
+    env = root / 'spack-envs/mpich-4.0'
+    (env / 'spack.lock').write_text('{}')            # what `spack concretize` leaves there
+    (env / '.spack-env').mkdir()
+    (root / 'containers/mpich-4.0/Containerfile').write_text('FROM scratch\n')
+    out = generate('--check', '--registry', str(copy), '--root', str(root))
+    assert out.returncode == 1
+    assert out.stderr.splitlines() == [
+        'stale: containers/mpich-4.0/Containerfile (differs from what site/generate.py writes '
+        f'from {copy}; run make generate)']
+
+
+def test_spack_environments_parse_and_pin_the_shared_choices():
+    yaml = pytest.importorskip('yaml')      # ReFrame's own dependency; skipped without it
+    for path in sorted(registry.REPO.glob('spack-envs/*/spack.yaml')):
+        env = yaml.safe_load(path.read_text())['spack']
+        assert len(env['specs']) == 1, path                   # one MPI per environment
+        assert env['view'] is False and env['concretizer']['unify'] is True, path
+        assert env['packages']['all']['require'] == ['target=x86_64_v3'], path
+        for external in ('slurm', 'pmix', 'gcc'):
+            assert env['packages'][external]['buildable'] is False, path
