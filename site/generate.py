@@ -265,7 +265,7 @@ def apptainer_def(stack):
             run += f'  (between {" ".join(stack.boot)} and {" ".join(stack.halt)})'
     return '\n'.join([
         f'# {HEADER}.',
-        f'# Made from the Podman image, so the two never differ (not run here):',
+        '# Made from the Podman image, so the two never differ (not run here):',
         f'#   podman save --format oci-archive -o {archive} {image}',
         f'#   apptainer build {stack.name}.sif containers/{stack.name}/apptainer.def',
         'Bootstrap: oci-archive',

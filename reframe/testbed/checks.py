@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import reframe as rfm
-import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import BuildError, ReframeError
@@ -189,7 +188,6 @@ class StackLaunch(rfm.RegressionMixin):
         if self.current_partition.extras.get('nodes', 1) >= 2:
             self.num_tasks_per_node = 1
 
-    @sn.deferrable
     def exit_status(self, ended):
         """The launch's exit code, except that a program whose every record is out (`ended`)
         and whose ranks then said FINALIZE-HUNG (apps/common/tb_finalize.h) counts as 0 and

@@ -55,7 +55,7 @@ def load_all(sources):
         return reports[0]
     merged = {}
     for report, name in zip(reports, parts):
-        for case in figures_cases(report, name):
+        for _, case in figures_cases(report, name):
             key = (case.get('name'), case.get('stack_name') or case.get('environ'))
             into = merged.setdefault(key, dict(case, figure_samples={}))
             samples = case.get('figure_samples') or {}
@@ -68,12 +68,12 @@ def load_all(sources):
 
 
 def figures_cases(report, where):
-    """The test cases of a run report whose figures count (see figures())."""
+    """(index, test case) of the cases of a run report whose figures count (see figures())."""
     try:
         cases = report['runs'][-1]['testcases']
     except (KeyError, IndexError, TypeError):
         raise CompareError(f'{where}: no runs[-1].testcases: not a ReFrame run report') from None
-    return [c for c in cases if isinstance(c, dict) and (
+    return [(i, c) for i, c in enumerate(cases) if isinstance(c, dict) and (
         c.get('result') == 'pass' or (c.get('result') == 'fail' and
                                       c.get('fail_phase') == 'performance'))]
 
@@ -107,9 +107,7 @@ def figures(report, stack=None, tests=None, where='report'):
     of the key). Test cases that passed carry figures worth comparing, and so do those that
     only missed a reference (a regression may be exactly that); any other failure does not."""
     out = {}
-    cases = report.get('runs', [{}])[-1].get('testcases', []) if isinstance(report, dict) else []
-    for case in figures_cases(report, where):
-        i = cases.index(case) if case in cases else '?'
+    for i, case in figures_cases(report, where):
         samples = case.get('figure_samples') or {}
         name = case.get('name')
         if not isinstance(name, str) or not isinstance(samples, dict):

@@ -22,6 +22,8 @@ import re
 import statistics
 import sys
 
+from testbed.references import final_cases
+
 #: the perf variables of P2PMatrix are geometric means over the sizes: said so in the row
 GEOMEAN_TESTS = ('P2PMatrix',)
 
@@ -116,12 +118,7 @@ def reported_version(text):
 def load_cases(report_path):
     """Every test case of the report, the last run's when a case was retried."""
     with open(report_path) as fh:
-        report = json.load(fh)
-    cases = {}
-    for run in report.get('runs', []):
-        for tc in run.get('testcases', []):
-            cases[(tc['name'], tc['environ'])] = tc
-    return list(cases.values())
+        return final_cases(json.load(fh))
 
 
 def table(cases, stacks=None):

@@ -189,20 +189,20 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         """Library version for the report; every size's statistics as a CSV beside the log;
         every MPI sample in the report (figure_samples) for a compare between runs."""
         run = records(self._out_path(), 'P2P-RUN')[0]
+        rows = records(self._out_path(), 'P2P')
         self.library_version = run.get('library_version', 'unknown')
         cols = ['transport', 'size_bytes', 'samples', 'reps_per_sample', 'min_us', 'median_us',
                 'mean_us', 'p95_us', 'cv', 'bandwidth_MBps'] + \
             [f'time_over_{b}' for b in self.baseline_list()] + ['checked_messages']
         with open(os.path.join(self.stagedir, 'p2p_sizes.csv'), 'w') as fh:
             fh.write('# ' + json.dumps(run) + '\n' + ','.join(cols) + '\n')
-            for r in records(self._out_path(), 'P2P'):
+            for r in rows:
                 fh.write(','.join(str(r.get(c, '')) for c in cols) + '\n')
         self.keep_files = ['p2p_sizes.csv']
         # float(): %g prints a whole value (104) as a JSON integer
         self.figure_samples = {f"half_round_trip_us@{r['size_bytes']}":
                                [float(v) for v in r['samples_us']]
-                               for r in records(self._out_path(), 'P2P')
-                               if r['transport'] == 'mpi'}
+                               for r in rows if r['transport'] == 'mpi'}
 
     @sn.deferrable
     def _geomean(self, field):

@@ -103,5 +103,6 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
         for rec in self._data()['launches']:
             if rec['launch'] == 'warm':
                 for what in ('init', 'exit'):
-                    samples.setdefault(f"{what}_s@np{rec['np']}", []).append(float(rec[f'{what}_s']))
+                    samples.setdefault(f"{what}_s@np{rec['np']}", []).append(
+                        float(rec[f'{what}_s']))
         self.figure_samples = samples
