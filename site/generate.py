@@ -75,6 +75,9 @@ KNOWN = {
         ('^pmix@4.2.2', "the wheel has '--with-pmix=internal'; Spack always builds against "
                         'a PMIx: the host\'s, so srun --mpi=pmix and the library agree'),
     ]),
+    'pvm-3.4': ('pvm', '3.4.6', 'pvm3.h PVM_VER (Debian pvm-dev 3.4.6-5)', [
+        ('(no variants)', "Spack's pvm recipe has none; Debian builds the same 3.4.6 source"),
+    ]),
     'intel-mpi-2021': ('intel-oneapi-mpi', '2021.19.0', 'impi_info (PyPI impi-devel==2021.19.0)', [
         # a binary release: nothing to configure; what it can reach is runtime choice
         ('(no variants)', 'impi_info: "I_MPI_FABRICS=<ofi|shm:ofi>"; the registry runs shm only'),
@@ -94,8 +97,36 @@ FAMILY = {
 }
 
 
+# A source build's configure flags as variants of its family's package (Spack 1.1 builtin mpich;
+# the project's lam-mpi recipe): flag -> variants. A flag with no variant is kept as a comment.
+FLAG_VARIANTS = {
+    'mpich': {'--with-device=ch3:sock': 'device=ch3:sock netmod=tcp',   # else libfabric comes in
+              '--disable-fortran': '~fortran'},
+    'lam': {'--with-rsh=ssh -x': 'rsh=ssh', '--enable-shared': '+shared',
+            '--disable-static': '', '--without-fc': '~fortran', '--without-romio': '~romio',
+            **{f'--with-rpi={r}': f'rpi={r}' for r in ('usysv', 'sysv', 'tcp', 'lamd')}},
+}
+
+
+def flag_choices(stack):
+    """[(variants, the configure flag they mirror)] for a stack with configure flags."""
+    table = FLAG_VARIANTS.get(stack.family, {})
+    return [(table[f], f'{f} (the registry\'s configure flag)') if table.get(f) else
+            ('(left)' if f not in table else '(none)',
+             f'{f}: ' + ('no variant of the Spack package says it' if f not in table else
+                         'the Spack build\'s default'))
+            for f in stack.configure]
+
+
 def stack_spec(stack):
     """(spec, [(variant, why)], where the choices come from) for one stack."""
+    if stack.configure and stack.name not in KNOWN:
+        package = FAMILY[stack.family][0]
+        choices = flag_choices(stack)
+        variants = ' '.join(v for v, _ in choices if not v.startswith('('))
+        version = stack.version or stack.name.rsplit('-', 1)[-1]
+        return f'{package}@{version} {variants}'.strip(), choices, \
+            f'{stack.origin} build, site/stacks.toml'
     if stack.name in KNOWN:
         package, version, source, choices = KNOWN[stack.name]
         variants = ' '.join(v for v, _ in choices if not v.startswith(('^', '(')))
@@ -125,6 +156,10 @@ def stack_version(stack):
 
 
 def origin_text(stack):
+    if stack.origin == 'source':
+        return f'source: Debian source package {stack.source}, {" ".join(stack.configure)}'
+    if stack.origin == 'prefix':
+        return f'prefix: {stack.prefix}'
     return f'{stack.origin}: {" ".join(stack.packages)}'
 
 
@@ -191,7 +226,8 @@ def base_containerfile():
     return '\n'.join([
         f'# {HEADER}.',
         '# The shared base of every stack image: Debian bookworm with python3. No registry',
-        '# image can be pulled where this was written, so the root file system is made locally:',
+        '# image can be pulled where this was written, so `make images` (ci/images.sh) makes',
+        '# the root file system locally:',
         '#   mmdebstrap --variant=minbase --include=python3,ca-certificates bookworm rootfs.tar',
         '#   podman import rootfs.tar localhost/mpi-testbed-rootfs:bookworm',
         f'#   podman build -t {BASE_IMAGE} -f containers/base/Containerfile containers/base',
@@ -233,16 +269,20 @@ def containerfile(stack):
         f'# {HEADER}.',
         *textwrap.wrap(f'Stack {stack.name} in a container, hybrid model: {how}.', 96,
                        initial_indent='# ', subsequent_indent='# '),
-        '# Build from the repository root (not run here):',
+        '# Built by `make images` (ci/images.sh) from the repository root, as:',
         f'#   podman build -t localhost/mpi-testbed-{stack.name} -f containers/{stack.name}/'
         'Containerfile .',
         f'FROM {BASE_IMAGE}',
         'LABEL ' + ' \\\n'.join(label_lines).lstrip(),
         '# The project\'s own installer, so the image holds exactly what `make setup` installs;',
         '# it records a failed stack in its status file and goes on, hence the check after it.',
+        '# A site whose egress to PyPI passes through its own certificate authority hands the',
+        '# bundle in for the build only (ci/images.sh does: --build-arg PIP_CERT=... plus a',
+        '# read-only volume); the image keeps none of it.',
+        'ARG PIP_CERT',
         'COPY . /opt/mpi-testbed/src',
         'WORKDIR /opt/mpi-testbed/src',
-        f'RUN python3 reframe/testbed/install.py --stacks {stack.name} && \\',
+        f'RUN python3 reframe/testbed/install.py --image --stacks {stack.name} && \\',
         f'    python3 -c \'import json, sys; s = json.load(open("{status}")); '
         'sys.exit(0 if s["ok"] else "install failed: " + s["reason"])\'',
         '',

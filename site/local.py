@@ -29,6 +29,9 @@ RUNS = os.path.join(REPO, 'reframe')
 # One stage and output tree for both systems; /var/tmp is also what the emulated nodes share.
 STAGEDIR = os.environ.get('TESTBED_STAGEDIR', f'/var/tmp/mpi-testbed-{getpass.getuser()}/stage')
 OUTPUTDIR = os.path.join(RUNS, 'output')
+# written by ci/images.sh (make images): the stacks whose image is built, and the image names
+IMAGES_STATE = os.path.join(os.environ.get('TESTBED_OCI_DIR', '/var/tmp/mpi-testbed-oci'),
+                            'images.json')
 CLUSTER_STATE = os.path.join(os.environ.get('TESTBED_CLUSTER_DIR', '/run/mpi-testbed-cluster'),
                              'state.json')
 
@@ -88,6 +91,35 @@ def cluster_system():
         }],
     }
 
+def container_system():
+    """The stacks' OCI images (make images wrote their list) as the system
+    'testbed-containers': the same local partition, every rank inside the stack's image
+    (podman, runc, no network); select it with --system testbed-containers."""
+    try:
+        with open(IMAGES_STATE) as fh:
+            images = json.load(fh)['images']
+    except FileNotFoundError:
+        return None
+    return {
+        'name': 'testbed-containers',
+        'descr': 'This machine, each job inside its stack\'s OCI image (make images)',
+        'hostnames': ['^testbed-containers-never-matches-a-host$'],
+        'stagedir': STAGEDIR,
+        'outputdir': OUTPUTDIR,
+        'partitions': [{
+            'name': 'podman',
+            'descr': 'local processes in podman (runc, --network=none), the image\'s launcher',
+            'scheduler': 'local',
+            'launcher': 'local',
+            'max_jobs': 1,
+            'environs': [s.environ for s in STACKS if s.name in images],
+            'processor': {'num_cpus': os.cpu_count()},
+            # StackLaunch runs the job's launcher inside the image named here
+            'extras': {'container_images': images},
+        }],
+    }
+
+
 site_configuration = {
     'systems': [{
         'name': 'testbed-local',
@@ -104,7 +136,7 @@ site_configuration = {
             'environs': [s.environ for s in STACKS],
             'processor': {'num_cpus': os.cpu_count()},
         }],
-    }] + [system for system in [cluster_system()] if system],
+    }] + [system for system in [cluster_system(), container_system()] if system],
     'environments': [{
         'name': s.environ,
         'cc': s.compiler,
@@ -124,10 +156,12 @@ site_configuration = {
         'handlers_perflog': [{
             'type': 'filelog', 'prefix': '%(check_system)s/%(check_partition)s',
             'basedir': os.path.join(RUNS, 'perflogs'), 'level': 'info',
-            # One line per test: the stack as the library reported it, the knobs, then per
+            # One line per test: the stack as the library reported it, the knobs, its origin
+            # and configure flags (the registry's), then per
             # perf variable: value|unit|reference|lower|upper|
             'format': ('%(check_job_completion_time)s|%(check_stack_name)s|'
                        '%(check_library_version)s|knobs=%(check_knobs)s|'
+                       'origin=%(check_stack_origin)s|configure=%(check_stack_configure)s|'
                        '%(check_display_name)s|%(check_result)s|%(check_perfvalues)s'),
             'format_perfvars': ('%(check_perf_var)s=%(check_perf_value)s|%(check_perf_unit)s|'
                                 'ref=%(check_perf_ref)s|%(check_perf_lower_thres)s|'

@@ -1,8 +1,9 @@
 #!/bin/bash
-# fetch-source.sh DESTDIR [--setup-apt]
+# fetch-source.sh DESTDIR [--setup-apt] [--package NAME]
 #
 # Puts Debian bookworm's hpcc source (.dsc and orig tarball; the orig tarball
-# carries HPL 2.0 under hpl/) into DESTDIR, checked against the checksums that
+# carries HPL 2.0 under hpl/), or with --package the source package NAME (the
+# installer's source builds: mpich, lam), into DESTDIR, checked against the checksums that
 # Debian publishes. Only Debian's archive is used: the URLs and the .dsc
 # checksum come from `apt-get source --print-uris hpcc`, which needs a deb-src
 # entry for bookworm/main. --setup-apt writes that entry and runs apt-get update
@@ -14,11 +15,14 @@ set -euo pipefail
 die() { echo "fetch-source.sh: $*" >&2; exit 1; }
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
-DEST="" SETUP=0
-for a in "$@"; do
+DEST="" SETUP=0 PKG=hpcc
+while [ $# -gt 0 ]; do
+    a=$1; shift
     case "$a" in
         -h|--help) usage; exit 0 ;;
         --setup-apt) SETUP=1 ;;
+        --package) [ $# -ge 1 ] || { echo "fetch-source.sh: --package needs a name" >&2; exit 2; }
+                   PKG=$1; shift ;;
         -*) echo "fetch-source.sh: unknown option '$a'" >&2; exit 2 ;;
         *) [ -z "$DEST" ] || { echo "fetch-source.sh: extra argument '$a'" >&2; exit 2; }
            DEST="$a" ;;
@@ -39,7 +43,7 @@ dsc_sha256() {
 # True when a .dsc is here and the orig tarball matches its checksum.
 verified() {
     local dsc tar want
-    dsc=$(ls hpcc_*.dsc 2>/dev/null | head -n1) || true
+    dsc=$(ls "${PKG}"_*.dsc 2>/dev/null | head -n1) || true
     [ -n "$dsc" ] || return 1
     tar=$(awk '/^Checksums-Sha256:/{f=1;next} /^[^ ]/{f=0} f && $3 ~ /\.orig\.tar\./ {print $3}' "$dsc")
     [ -n "$tar" ] && [ -f "$tar" ] || return 1
@@ -48,7 +52,7 @@ verified() {
 }
 
 if verified; then
-    echo "fetch-source.sh: verified tarball already in $DEST: $(ls hpcc_*.orig.tar.*)"
+    echo "fetch-source.sh: verified tarball already in $DEST: $(ls "${PKG}"_*.orig.tar.*)"
     exit 0
 fi
 
@@ -66,8 +70,8 @@ fi
 
 # From an empty directory: apt-get leaves out files it finds already present.
 empty=$(mktemp -d); trap 'rm -rf "$empty"' EXIT
-uris=$(cd "$empty" && apt-get source --print-uris hpcc 2>/dev/null | grep "^'") ||
-    die "apt-get source --print-uris hpcc found nothing: add a deb-src entry for bookworm main (or run with --setup-apt) and apt-get update"
+uris=$(cd "$empty" && apt-get source --print-uris "$PKG" 2>/dev/null | grep "^'") ||
+    die "apt-get source --print-uris $PKG found nothing: add a deb-src entry for bookworm main (or run with --setup-apt) and apt-get update"
 
 # Lines look like: 'URL' FILE SIZE SHA256:HEX
 dsc_line=$(echo "$uris" | awk '$2 ~ /\.dsc$/')

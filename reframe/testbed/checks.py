@@ -135,6 +135,10 @@ class StackLaunch(rfm.RegressionMixin):
     library_version = variable(str, value='unknown')
     #: the registry's name of the stack (environment names cannot hold dots)
     stack_name = variable(str, value='')
+    #: how this system got the stack (the registry's origin) and the library's configure
+    #: flags as the registry declares them, recorded beside every figure (summary, perflog)
+    stack_origin = variable(str, value='')
+    stack_configure = variable(str, value='')
     #: MPI_Finalize hung after every record was out (apps/common/tb_finalize.h): a library
     #: defect the summary lists apart from the figures, which stand
     finalize_hung = variable(bool, value=False)
@@ -149,6 +153,8 @@ class StackLaunch(rfm.RegressionMixin):
     def launch_with_stack(self):
         reg, stack = stack_of(self)
         self.stack_name = stack.name
+        self.stack_origin = stack.origin
+        self.stack_configure = shlex.join(stack.configure)
         drop = drop_privileges(reg)
         # The partition's knob values (e.g. transport=tcp between the nodes of a cluster)
         # under the test's own; recorded in self.knobs, so that the report says what ran.
@@ -161,6 +167,13 @@ class StackLaunch(rfm.RegressionMixin):
         self.env_vars.update(job_env(env))
         self.inject_slowdown()
         launcher = self.current_partition.launcher_type.registered_name
+        images = self.current_partition.extras.get('container_images')
+        if launcher == 'local' and images:
+            # the whole launch, daemons included, inside the stack's image
+            full = self.in_container(reg, stack, images, argv, env)
+            self.job.launcher.modifier = full[0]
+            self.job.launcher.modifier_options = full[1:]
+            return
         if launcher == 'local':
             full = [registry.shell_word(a) for a in drop + argv]
             self.job.launcher.modifier = full[0]
@@ -181,6 +194,33 @@ class StackLaunch(rfm.RegressionMixin):
                 f'{run} {boot} > daemon-boot.log 2>&1 || '
                 f'{{ echo "{stack.boot[0]} failed; see daemon-boot.log" >&2; exit 1; }}',
             ]
+
+    def in_container(self, reg, stack, images, argv, env):
+        """The launch as a podman command (quoted words): the stack's launcher runs inside its
+        image as the job account, on the host's cores, with no network (loopback only), the
+        stage tree mounted at the same path, and the job's variables passed by name. A stack
+        with daemons (LAM) boots and halts them inside the same container, around the launch.
+        runc and lowered ulimits: crun fails here on setrlimit, and the default limits exceed
+        what the kernel grants an unprivileged container."""
+        if stack.name not in images:
+            raise ReframeError(f'{stack.name}: no image in {self.current_partition.fullname} '
+                               f'(make images builds it)')
+        stage_root = os.path.dirname(os.path.dirname(self.stagedir))
+        names = sorted(set(env) | set(self.env_vars) | set(stack.environment))
+        cmd = ['podman', '--runtime', 'runc', 'run', '--rm', '--network=none',
+               '--ulimit', 'nofile=1024:4096', '--ulimit', 'nproc=4096:4096',
+               '--shm-size=1g', '--user', reg.run_as, '-v', f'{stage_root}:{stage_root}',
+               '-v', f'{APPS}:{APPS}:ro', '-w', self.stagedir,
+               *[w for n in names for w in ('-e', n)], images[stack.name]]
+        if stack.boot:
+            halt = shlex.join(stack.halt) + (f' || {shlex.join(stack.wipe)}'
+                                             if stack.wipe else '')
+            # the stage is the host's (not the job account's to write): logs in the container
+            script = (f'{shlex.join(stack.boot)} > /tmp/daemon-boot.log 2>&1 || '
+                      f'{{ echo "{stack.boot[0]} failed:" >&2; cat /tmp/daemon-boot.log >&2; '
+                      f'exit 1; }}; "$@"; rc=$?; {halt} > /tmp/daemon-halt.log 2>&1; exit $rc')
+            cmd += ['sh', '-c', script, 'sh']
+        return [registry.shell_word(a) for a in cmd + argv]
 
     def spread_over_nodes(self):
         """On a partition of several nodes (extras 'nodes'), one rank per node, so that the

@@ -1,5 +1,6 @@
 """The embedded default installer: Debian packages, a pinned ReFrame venv, one venv per PyPI
-stack, and the unprivileged account that runs MPI jobs. Run as root (ci/setup.sh does).
+stack, the source builds and the checks of site prefixes (testbed/origins.py), and the
+unprivileged account that runs MPI jobs. Run as root (ci/setup.sh does).
 
 A stack that fails to install is recorded in <home>/status/<stack>.json with the reason and a
 log; the other stacks go on, and that stack's tests fail with the recorded reason.
@@ -16,7 +17,7 @@ from pathlib import Path
 
 if __package__ in (None, ''):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from testbed import registry  # noqa: E402
+from testbed import origins, registry  # noqa: E402
 
 REFRAME_PIN = 'reframe-hpc==4.10.4'
 # polars: ReFrame's results storage needs it (sessions kept for testbed.compare and
@@ -28,8 +29,9 @@ TOOL_PACKAGES = [REFRAME_PIN, 'polars==1.44.2', 'polars-runtime-32==1.44.2', 'py
 BASE_DEBS = ['build-essential', 'python3-venv', 'util-linux', 'procps', 'libopenblas-dev',
              'libopenblas0-serial', 'patch', 'curl']
 # The peer benchmarks reframe/tests/peers.py compares apps/p2p with (IMB-MPI1 comes with the
-# Intel MPI wheel): NetPIPE 3.7.2 built against Debian's MPICH, Open MPI and LAM.
-PEER_DEBS = ['netpipe-mpich2', 'netpipe-openmpi', 'netpipe-lam']
+# Intel MPI wheel): NetPIPE 3.7.2 built against Debian's MPICH, Open MPI, LAM and PVM.
+PEER_DEBS = ['netpipe-mpich2', 'netpipe-openmpi', 'netpipe-lam',
+             'netpipe-pvm']     # NPpvm: the peer of the pvm-3.4 stack (tests/pvm_matrix.py)
 # The emulated cluster (site/cluster/cluster.py): Slurm 22.05 with munge, iproute2's ip and tc
 # for the namespaces and shaped links. The package's daemons are not started (no systemd here);
 # the cluster starts its own, with its own key and configuration.
@@ -113,11 +115,56 @@ def write_status(home, stack, ok, reason, logfile, seconds):
          'seconds': round(seconds, 1)}, indent=1) + '\n')
 
 
+def install_stack(stack, reg, home, updated):
+    """Install one stack by its origin and record the outcome in <home>/status/<stack>.json
+    (with the log's path). Returns (ok, why, seconds); a failure stops only this stack."""
+    t0 = time.monotonic()
+    logs = Path(home) / 'logs'
+    logs.mkdir(parents=True, exist_ok=True)
+    logfile = logs / f'{stack.name}.log'
+    logfile.write_text('')
+    proven = False      # a 2-rank hello ran (source and prefix origins)
+    if stack.origin == 'debian':
+        ok, why = apt_install(list(stack.packages), logfile, updated)
+    elif stack.origin == 'pypi':
+        # The registry lists every wheel of a stack, pinned; nothing unlisted comes in.
+        ok, why = make_venv(stack.prefix, list(stack.packages), logfile, no_deps=True)
+    elif stack.origin == 'source':
+        ok, why = apt_install(list(stack.packages), logfile, updated)
+        cached = False
+        if ok:
+            ok, why, cached = origins.build_source(stack, home, logfile)
+        log(f'{stack.name}: source build ' + ('cached (same tarball, flags, patches and '
+            'build script): nothing built' if cached else 'done' if ok else 'failed'))
+        proven = ok
+    elif stack.origin == 'prefix':
+        # packages: what the site's library needs from Debian (say libhwloc15); then the check
+        ok, why = apt_install(list(stack.packages), logfile, updated)
+        why = why or origins.check_prefix(stack)
+        ok, proven = not why, not why
+    else:
+        ok, why = False, (f'origin {stack.origin!r} is installed by Spack or run from an image '
+                          'on clusters, not by the embedded default')
+    if ok and not shutil.which(stack.compiler):
+        ok, why = False, f'compiler wrapper {stack.compiler} not found after install'
+    if ok and proven:
+        why = origins.hello(stack, reg.run_as, logfile)
+        ok = not why
+    seconds = time.monotonic() - t0
+    write_status(home, stack.name, ok, why, logfile, seconds)
+    log(f'{stack.name}: {"installed" if ok else "FAILED: " + why} ({seconds:.0f} s)')
+    return ok, why, seconds
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--stacks', default=os.environ.get('TESTBED_STACKS', ''),
                     help='comma-separated stack names (default: every stack in the registry)')
     ap.add_argument('--registry', default=None, help='registry file (default site/stacks.toml)')
+    ap.add_argument('--image', action='store_true',
+                    help='inside a container image (containers/, ci/images.sh): the stacks and '
+                         'what they need to build and run, not the host-side tools (peers, '
+                         'cluster, report browser, ReFrame, HPL source)')
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print('error: the set-up installs packages and creates an account: run it as root',
@@ -137,14 +184,18 @@ def main(argv=None):
     timings = {}
 
     t0 = time.monotonic()
-    for step, action in [
+    steps = [
         ('base packages', lambda f: apt_install(BASE_DEBS, f, updated)),
         ('peer benchmarks', lambda f: apt_install(PEER_DEBS, f, updated)),
         ('emulated cluster', lambda f: apt_install(CLUSTER_DEBS, f, updated)),
         ('report browser', lambda f: apt_install(REPORT_DEBS, f, updated)),
         ('ReFrame venv', lambda f: make_venv(str(home / 'reframe'), TOOL_PACKAGES, f)),
         (f'account {reg.run_as}', lambda f: ensure_account(reg.run_as, f)),
-    ]:
+    ]
+    if args.image:
+        # an image runs ranks; the host keeps the tools that drive and judge them
+        steps = [s for s in steps if s[0] in ('base packages', f'account {reg.run_as}')]
+    for step, action in steps:
         ok, why = action(logs / 'base.log')
         if not ok:
             print(f'error: set-up step "{step}" failed: {why} (log: {logs / "base.log"})',
@@ -156,34 +207,21 @@ def main(argv=None):
 
     failed = []
     for stack in stacks:
-        t0 = time.monotonic()
-        logfile = logs / f'{stack.name}.log'
-        logfile.write_text('')
-        if stack.origin == 'debian':
-            ok, why = apt_install(list(stack.packages), logfile, updated)
-        elif stack.origin == 'pypi':
-            # The registry lists every wheel of a stack, pinned; nothing unlisted comes in.
-            ok, why = make_venv(stack.prefix, list(stack.packages), logfile, no_deps=True)
-        else:
-            ok, why = False, (f'origin {stack.origin!r} is installed by Spack on clusters, '
-                              'not by the embedded default')
-        if ok and not shutil.which(stack.compiler):
-            ok, why = False, f'compiler wrapper {stack.compiler} not found after install'
-        seconds = time.monotonic() - t0
+        ok, _, seconds = install_stack(stack, reg, home, updated)
         timings[stack.name] = seconds
-        write_status(home, stack.name, ok, why, logfile, seconds)
-        log(f'{stack.name}: {"installed" if ok else "FAILED: " + why} ({seconds:.0f} s)')
         if not ok:
             failed.append(stack.name)
 
     # HPL 2.0 comes from Debian's hpcc source package, checked against its .dsc checksum.
-    t0 = time.monotonic()
-    logfile = logs / 'hpl-source.log'
-    logfile.write_text('')
-    ok, why = run(['bash', str(registry.REPO / 'apps' / 'hpl' / 'fetch-source.sh'),
-                   str(home / HPL_SOURCE), '--setup-apt'], logfile)
-    write_status(home, 'hpl-source', ok, why, logfile, time.monotonic() - t0)
-    log(f'HPL source (Debian hpcc): {"verified" if ok else "FAILED: " + why}')
+    # (An image needs none: HPL is built on the host against the same stack.)
+    if not args.image:
+        t0 = time.monotonic()
+        logfile = logs / 'hpl-source.log'
+        logfile.write_text('')
+        ok, why = run(['bash', str(registry.REPO / 'apps' / 'hpl' / 'fetch-source.sh'),
+                       str(home / HPL_SOURCE), '--setup-apt'], logfile)
+        write_status(home, 'hpl-source', ok, why, logfile, time.monotonic() - t0)
+        log(f'HPL source (Debian hpcc): {"verified" if ok else "FAILED: " + why}')
 
     total = time.monotonic() - started
     timings['total'] = total

@@ -15,7 +15,27 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_FILE = REPO / 'site' / 'stacks.toml'
 
 FAMILIES = {'mpich', 'openmpi', 'lam', 'intel-mpi', 'pvm', 'mvapich2'}
-ORIGINS = {'debian', 'pypi', 'spack'}
+# How this system gets a stack (the library itself is family, version and configure flags).
+# Each origin names the fields it needs; a field of another origin is refused, so a mistake
+# such as `prefix` on a Debian stack is reported rather than ignored.
+ORIGIN_FIELDS = {
+    'debian': {'required': ('packages',), 'allowed': ()},
+    'pypi': {'required': ('packages',), 'allowed': ()},
+    # built by the installer (testbed/source_build.py) from Debian's orig tarball of the
+    # source package `source`, with `configure` and the project's `patches`; `packages` are
+    # extra Debian packages the build needs
+    'source': {'required': ('source', 'configure'), 'allowed': ('patches', 'packages')},
+    # installed by a site under `prefix`: the installer only checks it
+    'prefix': {'required': ('prefix',), 'allowed': ('packages',)},
+    'spack': {'required': ('packages',), 'allowed': ()},          # packages: the Spack spec
+    'container': {'required': ('packages',), 'allowed': ()},      # packages: the image
+}
+ORIGINS = set(ORIGIN_FIELDS)
+# Fields that belong to some origins only (see ORIGIN_FIELDS).
+ORIGIN_ONLY = ('packages', 'source', 'patches', 'prefix')
+# The test families of reframe/tests: each selects '+mpi -no-<family>', so a stack leaves one
+# out with the feature no-<family> (a misspelt one would silently opt out of nothing).
+TEST_FAMILIES = ('hpl', 'knobs', 'p2p', 'peers', 'startup', 'su3')
 
 
 class RegistryError(ValueError):
@@ -88,6 +108,16 @@ class Stack:
     #: how srun starts this stack's ranks on a Slurm partition (pmi2 | pmix), as measured by
     #: site/cluster/launcher_table.py; empty: srun cannot, the stack runs on local partitions
     srun_mpi: str = ''
+    #: the library's configure flags: what a source build passes to ./configure; for other
+    #: origins what the packager used, when known. Recorded with every result.
+    configure: tuple = ()
+    #: the library's version as declared ('' if not): a source build checks its tarball
+    #: against it, the Spack environment pins it; results carry what the library reports
+    version: str = ''
+    #: origin source: the Debian source package whose orig tarball is built
+    source: str = ''
+    #: origin source: the project's patches (paths relative to the repository), in order
+    patches: tuple = ()
 
     @property
     def environ(self):
@@ -209,9 +239,9 @@ def _knob(path, where, name, raw):
     return Knob(name, default, raw.get('unit'), values, env, opts)
 
 
-REQUIRED = ('family', 'origin', 'packages', 'cc', 'launcher')
+REQUIRED = ('family', 'origin', 'cc', 'launcher')
 OPTIONAL = ('launcher_options', 'env', 'features', 'boot', 'halt', 'wipe', 'extra_sources',
-            'self_bind', 'knobs', 'srun_mpi')
+            'self_bind', 'knobs', 'srun_mpi', 'configure', 'version', *ORIGIN_ONLY)
 SRUN_MPI = ('pmi2', 'pmix')
 
 
@@ -231,6 +261,26 @@ def _stack(path, name, raw, prefix_root):
     origin = _str(path, f'{where}.origin', raw['origin'])
     if origin not in ORIGINS:
         _fail(path, f'{where}.origin', f'{origin!r} is not one of {", ".join(sorted(ORIGINS))}')
+    fields = ORIGIN_FIELDS[origin]
+    for key in fields['required']:
+        if key not in raw:
+            _fail(path, f'{where}.{key}', f'missing (origin {origin!r} needs: '
+                  f'{", ".join(fields["required"])})')
+    for key in ORIGIN_ONLY:
+        if key in raw and key not in fields['required'] + fields['allowed']:
+            users = sorted(o for o, f in ORIGIN_FIELDS.items()
+                           if key in f['required'] + f['allowed'])
+            _fail(path, f'{where}.{key}', f'not a field of origin {origin!r} '
+                  f'(only of: {", ".join(users)})')
+    prefix = os.path.join(prefix_root, name)
+    if origin == 'prefix':
+        prefix = _str(path, f'{where}.prefix', raw['prefix'])
+        if not os.path.isabs(prefix):
+            _fail(path, f'{where}.prefix', f'{prefix!r} is not an absolute path')
+    patches = _str_list(path, f'{where}.patches', raw.get('patches', []))
+    for i, patch in enumerate(patches):
+        if not (REPO / patch).is_file():
+            _fail(path, f'{where}.patches[{i}]', f'no file {patch!r} in {REPO}')
     launcher = _str_list(path, f'{where}.launcher', raw['launcher'])
     if not any('{ntasks}' in a for a in launcher):
         _fail(path, f'{where}.launcher', 'must contain {ntasks} (the rank-count argument)')
@@ -240,26 +290,38 @@ def _stack(path, name, raw, prefix_root):
     srun_mpi = raw.get('srun_mpi', '')
     if srun_mpi and srun_mpi not in SRUN_MPI:
         _fail(path, f'{where}.srun_mpi', f'{srun_mpi!r} is not one of {", ".join(SRUN_MPI)}')
+    features = _str_list(path, f'{where}.features', raw.get('features', []))
+    for i, feature in enumerate(features):
+        if feature.startswith('no-') and feature[3:] not in TEST_FAMILIES:
+            _fail(path, f'{where}.features[{i}]', f'{feature!r} opts out of no test family '
+                  f'(no-FAMILY, FAMILY one of {", ".join(TEST_FAMILIES)})')
     knobs_raw = raw.get('knobs', {})
     if not isinstance(knobs_raw, dict):
         _fail(path, f'{where}.knobs', f'expected a table, got {knobs_raw!r}')
+    # daemons of a stack built into its own prefix are that prefix's ({prefix}/bin/lamboot)
+    def daemon(key):
+        return tuple(a.replace('{prefix}', prefix)
+                     for a in _str_list(path, f'{where}.{key}', raw.get(key, [])))
     return Stack(
         name=name, family=family, origin=origin,
-        packages=_str_list(path, f'{where}.packages', raw['packages']),
+        packages=_str_list(path, f'{where}.packages', raw.get('packages', [])),
         cc=_str(path, f'{where}.cc', raw['cc']),
         launcher=launcher,
-        prefix=os.path.join(prefix_root, name),
+        prefix=prefix,
         launcher_options=_str_list(path, f'{where}.launcher_options',
                                    raw.get('launcher_options', [])),
         env=_str_table(path, f'{where}.env', raw.get('env', {})),
-        features=_str_list(path, f'{where}.features', raw.get('features', [])),
-        boot=_str_list(path, f'{where}.boot', raw.get('boot', [])),
-        halt=_str_list(path, f'{where}.halt', raw.get('halt', [])),
-        wipe=_str_list(path, f'{where}.wipe', raw.get('wipe', [])),
+        features=features,
+        boot=daemon('boot'), halt=daemon('halt'), wipe=daemon('wipe'),
         extra_sources=_str_list(path, f'{where}.extra_sources', raw.get('extra_sources', [])),
         self_bind=_bool(path, f'{where}.self_bind', raw.get('self_bind', False)),
         knobs={k: _knob(path, f'{where}.knobs.{k}', k, v) for k, v in knobs_raw.items()},
         srun_mpi=_str(path, f'{where}.srun_mpi', srun_mpi) if srun_mpi else '',
+        # one ./configure argument per item ("--with-rsh=ssh -x" stays one word)
+        configure=_str_list(path, f'{where}.configure', raw.get('configure', [])),
+        version=_str(path, f'{where}.version', raw['version']) if 'version' in raw else '',
+        source=_str(path, f'{where}.source', raw['source']) if 'source' in raw else '',
+        patches=patches,
     )
 
 

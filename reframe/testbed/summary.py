@@ -135,6 +135,63 @@ def app_tables(report, stacks):
     return out
 
 
+def builds_of(report):
+    """{stack: (origin, configure flags)} as the tests recorded them from the registry."""
+    out = {}
+    for tc in cases(report):
+        if tc.get('stack_name') and tc.get('stack_origin'):
+            out.setdefault(tc['stack_name'], (tc['stack_origin'], tc.get('stack_configure', '')))
+    return out
+
+
+# per-size figures set side by side when the run measured them (the 'quick' and 'netpipe'
+# size ranges do): the latency floor and the bandwidth plateau
+SIDE_BY_SIDE_SIZES = (8, 1048576)
+
+
+def _median(values):
+    v = sorted(values)
+    return (v[len(v) // 2] + v[(len(v) - 1) // 2]) / 2 if v else None
+
+
+def flag_comparison(report, versions):
+    """Stacks whose library reported the same version (say MPICH 4.0.2 from Debian, ch4, and
+    built here with ch3:sock): every P2PMatrix case both ran, side by side, with the ratio."""
+    by_version = {}
+    for stack, version in versions.items():
+        by_version.setdefault(version, []).append(stack)
+    figures = {}        # (stack, case) -> {figure: value}
+    for tc in cases(report):
+        if tc.get('fixture') or not tc['name'].startswith('P2PMatrix') or tc['result'] != 'pass':
+            continue
+        got = figures.setdefault((tc.get('stack_name') or tc['environ'],
+                                  f"{tc['mode']} {tc['size_range']}"), {})
+        for key, pv in (tc.get('perfvalues') or {}).items():
+            var = key.split(':')[-1]
+            if var in ('latency', 'bandwidth') and pv[0] is not None:
+                got[f'{var} ({pv[4]})'] = pv[0]
+        for key, samples in (tc.get('figure_samples') or {}).items():
+            name, _, size = key.partition('@')
+            if name == 'half_round_trip_us' and size.isdigit() and \
+                    int(size) in SIDE_BY_SIDE_SIZES:
+                got[f'half round trip at {int(size):,} bytes (us, median)'] = _median(samples)
+    out = []
+    for version, stacks in by_version.items():
+        for i, a in enumerate(stacks):
+            for b in stacks[i + 1:]:
+                rows = []
+                for (stack, case), figs in figures.items():
+                    other = figures.get((b, case), {}) if stack == a else {}
+                    rows += [f'| {case} | {f} | {v:.4g} | {other[f]:.4g} | {other[f] / v:.3f} |'
+                             for f, v in figs.items() if f in other and v]
+                if rows:
+                    out += [f'### Same library ({version.splitlines()[0]}), two builds: '
+                            f'{b} over {a}\n',
+                            f'| case | figure | {a} | {b} | {b} / {a} |',
+                            '|---|---|---:|---:|---:|', *rows, '']
+    return out
+
+
 def render(report):
     rows, builds, stacks, versions = collect(report)
     stacks += [s for s in versions if s not in stacks]
@@ -145,11 +202,15 @@ def render(report):
              f"builds {sum((b.get('time_compile') or 0) for b in builds):.0f} s in "
              f"{len(builds)} fixture(s); test cases {info.get('num_cases', '?')}, "
              f"failures {info.get('num_failures', '?')}.", '']
-    lines += ['| stack (ReFrame environment) | library version reported at run time |',
-              '|---|---|']
-    lines += [f'| {s} | {versions.get(s, "not reported (no passing run)")} |' for s in stacks]
+    built = builds_of(report)
+    lines += ['| stack (ReFrame environment) | library version reported at run time | origin '
+              '| configure flags |', '|---|---|---|---|']
+    lines += [f'| {s} | {versions.get(s, "not reported (no passing run)")} | '
+              f'{built.get(s, ("?", ""))[0]} | {built.get(s, ("", ""))[1] or "-"} |'
+              for s in stacks]
     lines.append('')
     lines += tables(rows, stacks)
+    lines += flag_comparison(report, versions)
     lines += app_tables(report, stacks)
     lines += peer_table.render(report)
     hung = [tc for tc in cases(report) if tc.get('finalize_hung')]

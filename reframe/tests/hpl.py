@@ -84,7 +84,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     #: more ranks than cores: ranks take turns on the cores, so figures are reported only
     oversubscribed = variable(bool, value=False)
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+mpi -no-hpl']   # a stack opts out: feature no-hpl
     time_limit = '30m'
     reference_file = 'hpl.csv'
     build = fixture(HplBuild, scope='environment')

@@ -43,7 +43,7 @@ def mpi_t_name(env_name, value):
 class KnobReach(StackLaunch, rfm.RunOnlyRegressionTest):
     descr = 'Every rank runs with the knob values set for it (the library reports them)'
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+mpi -no-knobs']   # a stack opts out: feature no-knobs
     num_tasks = 2
     time_limit = '5m'
     build = fixture(KnobsBuild, scope='environment')

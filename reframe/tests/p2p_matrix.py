@@ -56,7 +56,7 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     #: shm,memcpy): on a cluster the ranks share no memory and raw TCP is the layer below MPI
     baselines = variable(str, value='')
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+mpi -no-p2p']   # a stack opts out: feature no-p2p
     num_tasks = 2
     num_tasks_per_node = 2
     time_limit = '10m'
@@ -239,7 +239,7 @@ class P2PStack(ReferenceLookup, rfm.RunOnlyRegressionTest):
     # Its figures are ratios to the shared-memory floor: the embedded default's only. On the
     # emulated cluster P2PMatrix reports ratios to raw TCP, which no reference asserts yet.
     valid_systems = ['testbed-local']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+mpi -no-p2p']   # a stack opts out: feature no-p2p
     executable = 'true'          # nothing to run: the figures come from the dependencies
     num_tasks = 1
     reference_file = 'p2p.csv'

@@ -33,7 +33,7 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
     #: warm launches per np after the cold one
     repeats = variable(int, value=5)
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+mpi -no-startup']   # a stack opts out: feature no-startup
     time_limit = '30m'
     reference_file = 'startup.csv'
     reference_case = 'launch'

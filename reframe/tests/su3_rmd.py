@@ -58,7 +58,7 @@ class Su3Base(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     trajectories = variable(int, value=0)
     seed = variable(int, value=2002)
     valid_systems = ['*']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+mpi -no-su3']   # a stack opts out: feature no-su3
     time_limit = '20m'
     reference_file = 'su3_rmd.csv'
     build = fixture(Su3Build, scope='environment')

@@ -4,16 +4,21 @@ import pytest
 from testbed import registry
 
 REAL = registry.DEFAULT_FILE
-SIX = ['mpich-4.0', 'openmpi-4.1', 'lam-7.1', 'mpich-5.0', 'openmpi-5.0', 'intel-mpi-2021']
 
 
-def test_real_registry_has_the_six_embedded_stacks():
+def test_real_registry_loads_and_every_stack_is_usable():
+    """No list of stacks here: adding one is a registry entry and nothing else."""
     reg = registry.load(REAL)
-    assert list(reg.stacks) == SIX
+    assert reg.stacks
+    environs = [s.environ for s in reg.stacks.values()]
+    assert len(set(environs)) == len(environs), 'two stacks share a ReFrame environment name'
     for stack in reg.stacks.values():
-        assert 'mpi' in stack.features
+        assert stack.features, f'{stack.name}: no features, so no test selects it'
         assert stack.environ.replace('_', '.') == stack.name.replace('_', '.')
         assert '.' not in stack.environ
+        assert stack.origin in registry.ORIGINS
+        if stack.origin == 'source':
+            assert stack.source and stack.configure, stack.name
 
 
 def test_launch_command_renders_prefix_ntasks_and_knob_defaults():
@@ -67,6 +72,26 @@ launcher = ["mpiexec.x", "-n", "{ntasks}"]
     (lambda t: t + '[stacks."x-1.0".knobs.eager]\nenv = { X = "1" }\n',
      'stacks.x-1.0.knobs.eager', 'needs {value}'),
     (lambda t: t.replace('origin = "debian"', 'origin = debian'), 'not valid TOML', 'line'),
+    # origins: each needs its own fields and refuses another origin's
+    (lambda t: t.replace('packages = ["x"]\n', ''), 'stacks.x-1.0.packages',
+     "missing (origin 'debian' needs: packages)"),
+    (lambda t: t.replace('origin = "debian"', 'origin = "source"'), 'stacks.x-1.0.source',
+     "missing (origin 'source' needs: source, configure)"),
+    (lambda t: t.replace('origin = "debian"', 'origin = "source"\nsource = "x"'),
+     'stacks.x-1.0.configure', 'missing'),
+    (lambda t: t.replace('origin = "debian"', 'origin = "prefix"'), 'stacks.x-1.0.prefix',
+     "missing (origin 'prefix' needs: prefix)"),
+    (lambda t: t.replace('origin = "debian"', 'origin = "prefix"\nprefix = "opt/x"'),
+     'stacks.x-1.0.prefix', 'not an absolute path'),
+    (lambda t: t + 'prefix = "/opt/x"\n', 'stacks.x-1.0.prefix',
+     "not a field of origin 'debian' (only of: prefix)"),
+    (lambda t: t + 'source = "x"\n', 'stacks.x-1.0.source', "not a field of origin 'debian'"),
+    (lambda t: t.replace('origin = "debian"', 'origin = "source"\nsource = "x"\n'
+                         'configure = []\npatches = ["site/patches/none.patch"]'),
+     'stacks.x-1.0.patches[0]', "no file 'site/patches/none.patch'"),
+    (lambda t: t + 'configure = "--x"\n', 'stacks.x-1.0.configure', 'expected a list'),
+    (lambda t: t + 'features = ["mpi", "no-hlp"]\n', 'stacks.x-1.0.features[1]',
+     "'no-hlp' opts out of no test family"),
 ])
 def test_malformed_entry_names_file_and_field(tmp_path, edit, field, message):
     path = tmp_path / 'stacks.toml'
@@ -84,6 +109,24 @@ def test_good_minimal_entry_loads(tmp_path):
     stack = registry.load(path).stacks['x-1.0']
     assert stack.launch_command(3) == ['mpiexec.x', '-n', '3']
     assert stack.environ == 'x-1_0'
+
+
+def test_origins_source_and_prefix(tmp_path):
+    path = tmp_path / 'stacks.toml'
+    path.write_text(GOOD.replace('origin = "debian"\npackages = ["x"]',
+                                 'origin = "prefix"\nprefix = "/opt/x-site"')
+                    .replace('"mpicc.x"', '"{prefix}/bin/mpicc"') +
+                    'boot = ["{prefix}/bin/xboot"]\nhalt = ["{prefix}/bin/xhalt"]\n'
+                    '[stacks."y-2"]\nfamily = "lam"\norigin = "source"\nsource = "y"\n'
+                    'configure = ["--with-rsh=ssh -x", "--enable-shared"]\ncc = "{prefix}/cc"\n'
+                    'launcher = ["{prefix}/run", "{ntasks}"]\n')
+    reg = registry.load(path)
+    x, y = reg.stacks['x-1.0'], reg.stacks['y-2']
+    # a site's prefix is used as it is; a source build goes under the stacks root
+    assert x.prefix == '/opt/x-site' and x.compiler == '/opt/x-site/bin/mpicc'
+    assert x.boot == ('/opt/x-site/bin/xboot',)
+    assert y.prefix == f'{reg.prefix_root}/y-2' and y.packages == ()
+    assert y.configure == ('--with-rsh=ssh -x', '--enable-shared')
 
 
 def test_missing_file(tmp_path):

@@ -1,0 +1,34 @@
+"""The summary sets two builds of one library version side by side (ch3:sock over ch4)."""
+from testbed import summary
+
+
+def case(stack, latency, samples, configure):
+    return {'name': 'P2PMatrix %mode=Send-Recv/complete %size_range=quick', 'environ': stack,
+            'stack_name': stack, 'result': 'pass', 'mode': 'Send-Recv/complete',
+            'size_range': 'quick', 'library_version': 'MPICH Version: 4.0.2',
+            'stack_origin': 'source' if configure else 'debian', 'stack_configure': configure,
+            'perfvalues': {'testbed-local:default:latency': [latency, None, None, None, 'us',
+                                                             'pass']},
+            'figure_samples': {'half_round_trip_us@8': samples,
+                               'half_round_trip_us@1024': [99.0]}}
+
+
+def test_same_version_two_builds_side_by_side_with_the_ratio():
+    report = {'runs': [{'testcases': [
+        case('mpich-4.0', 2.0, [1.0, 3.0, 2.0], ''),
+        case('mpich-4.0-ch3sock', 10.0, [9.0, 10.0, 11.0, 100.0], '--with-device=ch3:sock')]}]}
+    text, _ = summary.render(report)
+    assert '| mpich-4.0-ch3sock | MPICH Version: 4.0.2 | source | --with-device=ch3:sock |' \
+        in text
+    assert 'two builds: mpich-4.0-ch3sock over mpich-4.0' in text
+    assert '| Send-Recv/complete quick | latency (us) | 2 | 10 | 5.000 |' in text
+    # per-size medians at 8 bytes only (1024 is not among the sizes set side by side)
+    assert '| half round trip at 8 bytes (us, median) | 2 | 10.5 | 5.250 |' in text
+    assert 'at 1,024 bytes' not in text
+
+
+def test_different_versions_are_not_compared():
+    other = case('mpich-5.0', 1.0, [1.0], '')
+    other['library_version'] = 'MPICH Version: 5.0.2'
+    report = {'runs': [{'testcases': [case('mpich-4.0', 2.0, [2.0], ''), other]}]}
+    assert 'two builds' not in summary.render(report)[0]
