@@ -3,7 +3,11 @@
 #   ci/suite.sh quick   the README's test pass: p2p on the small and large ranges with 15
 #                       samples per size; HPL at N=7200 (1800 on the oversubscribed 2x2 grid);
 #                       su3_rmd preset 1; start-up for np 2 and 4 with 3 warm launches;
-#                       KnobReach (the knobs reach the ranks).
+#                       KnobReach (the knobs reach the ranks); PVM's matrix on both routes
+#                       at 8 B, 1 KiB, 64 KiB and 1 MiB with 15 samples, and PVM's spawn of
+#                       2 and 4 tasks (tests/pvm_matrix.py);
+#                       MPI one-sided Put/Get (fence, pscw, flush) beside Send-Recv at the same
+#                       sizes, 15 samples (tests/one_sided.py; reported, not asserted).
 #                       A missing portable reference fails the test. The peer comparison
 #                       (PeerCompare) runs in the full pass only: see docs/peers.md.
 #   ci/suite.sh full    every range, default samples (30); missing references are reported
@@ -21,7 +25,10 @@ case "$profile" in
   quick) args=(-n 'P2P(Matrix|Stack).*%size_range=(small|large)' -S P2PMatrix.samples=15
                -n HplRun -S HplRun.n_list=7200 -S HplRun.n_list_oversubscribed=1800
                -n Su3 -n StartupTime -S StartupTime.np_list=2,4 -S StartupTime.repeats=3
-               -n KnobReach)
+               -n KnobReach
+               -n 'PvmMatrix.*%size_range=quick' -S PvmMatrix.samples=15
+               -n PvmStartup -S PvmStartup.np_list=2,4 -S PvmStartup.repeats=3
+               -n OneSided -S OneSided.samples=15)
          export TESTBED_REQUIRE_REFERENCES=${TESTBED_REQUIRE_REFERENCES:-1} ;;
   full)  args=() ;;
   *) echo "error: ci/suite.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;

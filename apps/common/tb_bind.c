@@ -34,6 +34,7 @@ int tb_cpu(void)
 #endif
 }
 
+#ifndef TB_PVM
 void tb_gather_json(int value, MPI_Comm comm, char *out, size_t len)
 {
     int rank, size;
@@ -54,3 +55,4 @@ void tb_gather_json(int value, MPI_Comm comm, char *out, size_t len)
     snprintf(out + k, len - k, "%s", size ? "]" : "[]");
     free(all);
 }
+#endif

@@ -3,7 +3,9 @@
 #ifndef TB_BIND_H
 #define TB_BIND_H
 #include <stddef.h>
+#ifndef TB_PVM          /* PVM programs (p2p-pvm) have no MPI: no gather */
 #include <mpi.h>
+#endif
 
 /* Pin the calling process to the (rank mod n)-th CPU of its allowed set (n
  * CPUs), as a launcher's "bind to core" would. Returns that CPU, or -1. Call it
@@ -15,6 +17,8 @@ int tb_cpu(void);
 
 /* Every rank's `value` as a JSON array ("[0,1]") at rank 0 of `comm`; other
  * ranks get "". Collective: every rank must call it. */
+#ifndef TB_PVM
 void tb_gather_json(int value, MPI_Comm comm, char *out, size_t len);
+#endif
 
 #endif

@@ -1,14 +1,20 @@
 /* See tb_version.h. MPI-1 only where the library is older (LAM 7.1). */
 #include <stdio.h>
 #include <string.h>
+#ifdef TB_PVM
+#include <pvm3.h>      /* PVM programs (p2p-pvm) have no MPI */
+#else
 #include <mpi.h>
+#endif
 #include "tb_version.h"
 
 void tb_library_version(char *out, size_t len)
 {
     if (len == 0)
         return;
-#if defined(LAM_VERSION)
+#if defined(TB_PVM)
+    snprintf(out, len, "PVM %s", pvm_version()); /* the library's, asked at run time */
+#elif defined(LAM_VERSION)
     snprintf(out, len, "LAM/MPI %s", LAM_VERSION); /* from lam_config.h via mpi.h */
 #elif defined(MPI_VERSION) && MPI_VERSION >= 3
     static char raw[MPI_MAX_LIBRARY_VERSION_STRING];

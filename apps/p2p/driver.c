@@ -26,6 +26,9 @@
 #include "p2p.h"
 #include "stats.h"
 #include "transport.h"
+#ifdef P2P_PVM
+#include "pvm_p2p.h"
+#endif
 
 #define REPS_CAP (1L << 24)
 #define CALIB_TRIES 3
@@ -402,6 +405,21 @@ static void print_table(struct run *r, struct channel *ch, int nch)
 
 /* ---- one measurement: the transport under test plus its baselines ---- */
 
+/* The same-job baselines the options ask for, after the measured transport in
+ * ch[0..nch-1]: one list for the MPI pairs, one-sided and PVM alike. Returns nch. */
+static int add_baselines(const struct options *o, struct channel *ch, int nch)
+{
+    if (o->baselines & BASE_SHM)
+        tr_shm_init(&ch[nch++].tp);
+    if (o->baselines & BASE_MEMCPY)
+        tr_memcpy_init(&ch[nch++].tp);
+    if (o->baselines & BASE_TCP)
+        tr_tcp_init(&ch[nch++].tp, 0);
+    if (o->baselines & BASE_TCP_POLL)
+        tr_tcp_init(&ch[nch++].tp, 1);
+    return nch;
+}
+
 static void measure(struct run *r, struct channel *ch, int nch)
 {
     const struct options *o = r->o;
@@ -448,6 +466,41 @@ static void measure(struct run *r, struct channel *ch, int nch)
             ch[c].tp.cleanup(&ch[c].tp);
 }
 
+/* ---- MPI one-sided: every op x sync asked for ---- */
+
+/* Each (op, sync) is one measurement with the baselines asked for; with mpi
+ * among them (two-sided Send-Recv), time_over_mpi compares one-sided with
+ * two-sided sample by sample in the same passes. A sync this build of the
+ * library lacks (flush before MPI-3: LAM) is said in a record, not failed. */
+static void measure_rma(struct run *r, struct channel *ch)
+{
+    const struct options *o = r->o;
+    for (int sync = 0; sync < P2P_RMA_NSYNCS; sync++)
+        for (int op = 0; op < P2P_RMA_NOPS; op++) {
+            char why[200];
+            if ((o->rma_sync >= 0 && o->rma_sync != sync) ||
+                (o->rma_op >= 0 && o->rma_op != op))
+                continue;
+            if (!tr_rma_supported(sync, why, sizeof why)) {
+                if (r->rank == 0) {
+                    printf("P2P-UNSUPPORTED {\"transport\":\"rma\",\"pair\":\"%s\","
+                           "\"variant\":\"%s\",\"reason\":", p2p_rma_op_names[op],
+                           p2p_rma_sync_names[sync]);
+                    json_str(why);
+                    printf("}\n");
+                    fflush(stdout);
+                }
+                continue;
+            }
+            int nch = 0;
+            tr_rma_init(&ch[nch++].tp, op, sync, r->a.send, r->a.recv, r->a.len);
+            if (o->baselines & BASE_MPI)
+                tr_mpi_init(&ch[nch++].tp, 0, 0);
+            nch = add_baselines(o, ch, nch);
+            measure(r, ch, nch);
+        }
+}
+
 /* ---- placement ---- */
 
 static int allowed_cpus(void)
@@ -486,6 +539,21 @@ static void print_run_record(struct run *r, const char *host, const char *host1,
     printf("}\n");
     fflush(stdout);
 }
+
+#ifdef P2P_PVM
+/* p2p-pvm: every case of PVM calls the --pvm-* options ask for (ctl_pvm.c),
+ * each with the raw layers of --baselines beside it, as the MPI pairs. */
+static void measure_pvm(struct run *r, struct channel *ch)
+{
+    const struct options *o = r->o;
+    for (int k = 0; k < tr_pvm_cases(); k++) {
+        int nch = 0;
+        tr_pvm_init(&ch[nch++].tp, k);
+        nch = add_baselines(o, ch, nch);
+        measure(r, ch, nch);
+    }
+}
+#endif
 
 int main(int argc, char **argv)
 {
@@ -579,7 +647,11 @@ int main(int argc, char **argv)
      * ranks are up and the path is open before anything is timed. */
     {
         struct tport hs;
+#ifdef P2P_PVM
+        tr_pvm_init(&hs, 0);    /* p2p-pvm: the path of its first case */
+#else
         tr_mpi_init(&hs, 0, 0);
+#endif
         hs.setup(&hs, 1, err, sizeof err);
         set_slots(&r, 1);
         struct cursor cur = { r.a.send, r.a.recv, 0, &r.a };
@@ -593,7 +665,14 @@ int main(int argc, char **argv)
     if (rank == 0)
         print_run_record(&r, host, host1, cpu, bound, ncpu, timer_cost);
 
-    if (o.transport != T_MPI) {
+#ifdef P2P_PVM
+    if (o.transport == T_MPI) {
+        measure_pvm(&r, ch);
+    } else
+#endif
+    if (o.transport == T_RMA) {
+        measure_rma(&r, ch);
+    } else if (o.transport != T_MPI) {
         if (o.transport == T_SHM)
             tr_shm_init(&ch[0].tp);
         else if (o.transport == T_TCP || o.transport == T_TCP_POLL)
@@ -610,14 +689,7 @@ int main(int argc, char **argv)
                     continue;
                 int nch = 0;
                 tr_mpi_init(&ch[nch++].tp, p, v == VAR_PREPOSTED);
-                if (o.baselines & BASE_SHM)
-                    tr_shm_init(&ch[nch++].tp);
-                if (o.baselines & BASE_MEMCPY)
-                    tr_memcpy_init(&ch[nch++].tp);
-                if (o.baselines & BASE_TCP)
-                    tr_tcp_init(&ch[nch++].tp, 0);
-                if (o.baselines & BASE_TCP_POLL)
-                    tr_tcp_init(&ch[nch++].tp, 1);
+                nch = add_baselines(&o, ch, nch);
                 measure(&r, ch, nch);
             }
         }

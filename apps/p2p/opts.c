@@ -26,10 +26,14 @@ void p2p_usage(void)
 "  --cache MODE      warm (default: one buffer reused, as NetPIPE and IMB)\n"
 "                    or cold (a ring of buffers twice the last-level cache)\n"
 "  --transport T     mpi (default), shm, memcpy, tcp or tcp_poll: what is\n"
-"                    measured (tcp: blocking socket; tcp_poll: busy-polled)\n"
+"                    measured (tcp: blocking socket; tcp_poll: busy-polled);\n"
+"                    rma: MPI one-sided, with --rma-op and --rma-sync\n"
+"  --rma-op OP       put, get or all (default all): how rma moves the payload\n"
+"  --rma-sync S      fence, pscw, flush or all (default all): how the target\n"
+"                    learns the data arrived (flush needs MPI-3)\n"
 "  --baselines LIST  raw layers interleaved with the MPI transport, a comma\n"
 "                    list of shm, memcpy, tcp, tcp_poll; both (= shm,memcpy,\n"
-"                    the default) or none\n"
+"                    the default) or none; with rma also mpi (Send-Recv)\n"
 "  --pair NAME|all   e.g. Ssend-Irecv (default all)\n"
 "  --variant V       complete (default), preposted (Irecv pairs only), or\n"
 "                    all (complete for every pair, preposted for Irecv pairs)\n"
@@ -40,7 +44,8 @@ void p2p_usage(void)
 "                    so the payload check must fail (exit via MPI_Abort 3)\n"
 "  --help            this text\n"
 "Records on stdout: P2P-RUN, P2P (one per transport, pair, variant, size),\n"
-"P2P-UNAVAILABLE (a baseline that cannot run here), P2P-END.\n");
+"P2P-UNAVAILABLE (a baseline that cannot run here), P2P-UNSUPPORTED (an rma\n"
+"sync this library lacks), P2P-END.\n");
 }
 
 /* Growable list of sizes. */
@@ -184,7 +189,7 @@ static int parse_baselines(const char *val, int *out, char *err, size_t errlen)
 {
     static const struct { const char *name; int bit; } known[] = {
         { "shm", BASE_SHM }, { "memcpy", BASE_MEMCPY }, { "tcp", BASE_TCP },
-        { "tcp_poll", BASE_TCP_POLL },
+        { "tcp_poll", BASE_TCP_POLL }, { "mpi", BASE_MPI },
     };
     *out = 0;
     if (!strcmp(val, "none"))
@@ -202,7 +207,7 @@ static int parse_baselines(const char *val, int *out, char *err, size_t errlen)
                 bit = known[k].bit;
         if (!bit) {
             snprintf(err, errlen, "p2p: --baselines: '%.*s' in '%s' is not shm, memcpy,"
-                     " tcp or tcp_poll (or give both or none)", (int)len, p, val);
+                     " tcp, tcp_poll or mpi (or give both or none)", (int)len, p, val);
             return 2;
         }
         *out |= bit;
@@ -212,6 +217,27 @@ static int parse_baselines(const char *val, int *out, char *err, size_t errlen)
         snprintf(err, errlen, "p2p: --baselines: empty list");
         return 2;
     }
+    return 0;
+}
+
+/* --rma-op put|get|all, --rma-sync fence|pscw|flush|all (lower case). */
+static int parse_rma(const char *name, const char *val, struct options *o,
+                     char *err, size_t errlen)
+{
+    int sync = !strcmp(name, "--rma-sync");
+    int n = sync ? P2P_RMA_NSYNCS : P2P_RMA_NOPS, found = -2;
+    static const char *const ops[] = { "put", "get" };
+    if (!strcmp(val, "all"))
+        found = -1;
+    for (int k = 0; k < n; k++)
+        if (!strcmp(val, sync ? p2p_rma_sync_names[k] : ops[k]))
+            found = k;
+    if (found == -2) {
+        snprintf(err, errlen, "p2p: %s: '%s' is not one of %s", name, val,
+                 sync ? "fence, pscw, flush, all" : "put, get, all");
+        return 2;
+    }
+    *(sync ? &o->rma_sync : &o->rma_op) = found;
     return 0;
 }
 
@@ -232,6 +258,8 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
     o->nsizes = 0;
     o->corrupt_at = 0;
     o->bind_self = 0;
+    o->rma_op = -1;
+    o->rma_sync = -1;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
@@ -257,7 +285,8 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
             strcmp(name, "--pair") && strcmp(name, "--variant") &&
             strcmp(name, "--stack") && strcmp(name, "--corrupt-at") &&
             strcmp(name, "--min-time-ms") && strcmp(name, "--cache") &&
-            strcmp(name, "--transport") && strcmp(name, "--baselines")) {
+            strcmp(name, "--transport") && strcmp(name, "--baselines") &&
+            strcmp(name, "--rma-op") && strcmp(name, "--rma-sync")) {
             snprintf(err, errlen, "p2p: unknown option '%s' (see --help)", a);
             return 2;
         }
@@ -326,11 +355,15 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
             else if (!strcmp(val, "memcpy")) o->transport = T_MEMCPY;
             else if (!strcmp(val, "tcp"))    o->transport = T_TCP;
             else if (!strcmp(val, "tcp_poll")) o->transport = T_TCP_POLL;
+            else if (!strcmp(val, "rma"))    o->transport = T_RMA;
             else {
                 snprintf(err, errlen, "p2p: --transport: '%s' is not mpi, shm,"
-                         " memcpy, tcp or tcp_poll", val);
+                         " memcpy, tcp, tcp_poll or rma", val);
                 return 2;
             }
+        } else if (!strcmp(name, "--rma-op") || !strcmp(name, "--rma-sync")) {
+            if (parse_rma(name, val, o, err, errlen))
+                return 2;
         } else if (!strcmp(name, "--baselines")) {
             if (parse_baselines(val, &o->baselines, err, errlen))
                 return 2;
@@ -355,6 +388,13 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
         !p2p_pair_has_irecv(o->pair)) {
         snprintf(err, errlen, "p2p: --variant: 'preposted' needs an Irecv pair,"
                  " but --pair is '%s'", p2p_pair_names[o->pair]);
+        return 2;
+    }
+    /* tr_mpi.c is one channel per run: Send-Recv as a baseline of itself
+     * would share it. */
+    if ((o->baselines & BASE_MPI) && o->transport != T_RMA) {
+        snprintf(err, errlen, "p2p: --baselines: mpi (two-sided Send-Recv) is a"
+                 " baseline of --transport rma only");
         return 2;
     }
     if (parse_sizes(sizes, o, err, errlen))

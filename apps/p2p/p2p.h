@@ -10,9 +10,21 @@
 
 enum variant { VAR_COMPLETE = 1, VAR_PREPOSTED = 2, VAR_ALL = 3 };
 enum transport_kind { T_MPI = 0, T_SHM = 1, T_MEMCPY = 2, T_TCP = 3, T_TCP_POLL = 4 };
+/* T_RMA: MPI one-sided (tr_rma.c), its op and sync below; a value of its
+ * own, clear of the kinds the enum may grow by (PVM). */
+#define T_RMA 10
 /* Baselines measured in the same run, interleaved with the transport. */
 enum baseline { BASE_SHM = 1, BASE_MEMCPY = 2, BASE_TCP = 4, BASE_TCP_POLL = 8 };
-#define P2P_MAX_CHANNELS 5 /* the transport and up to four baselines */
+/* Two-sided Send-Recv (tr_mpi.c) beside a transport that is not it (rma). */
+#define BASE_MPI 16
+#define P2P_MAX_CHANNELS 6 /* the transport and up to five baselines */
+
+/* MPI one-sided (tr_rma.c): how the payload moves and how its arrival is
+ * made known; the names are the record's pair and variant. */
+enum rma_op { RMA_PUT = 0, RMA_GET = 1, P2P_RMA_NOPS = 2 };
+enum rma_sync { RMA_FENCE = 0, RMA_PSCW = 1, RMA_FLUSH = 2, P2P_RMA_NSYNCS = 3 };
+extern const char *const p2p_rma_op_names[P2P_RMA_NOPS];
+extern const char *const p2p_rma_sync_names[P2P_RMA_NSYNCS];
 
 struct options {
     int help;
@@ -29,6 +41,8 @@ struct options {
     int nsizes;
     long corrupt_at;      /* test switch: 0 = off */
     int bind_self;        /* pin rank r to the r-th allowed CPU (launchers that cannot) */
+    int rma_op;           /* --rma-op: enum rma_op, or -1 for both */
+    int rma_sync;         /* --rma-sync: enum rma_sync, or -1 for all */
 };
 
 /* Pair names in table order: send mode (Send, Isend, Ssend, Issend) major,

@@ -38,5 +38,11 @@ void tr_mpi_init(struct tport *t, int pair, int preposted);
 void tr_shm_init(struct tport *t);
 void tr_memcpy_init(struct tport *t);
 void tr_tcp_init(struct tport *t, int poll); /* poll: busy-poll, else blocking */
+/* MPI one-sided: op and sync of p2p.h; the windows are the driver's send and
+ * receive arenas (len bytes each). tr_rma_supported says whether this build
+ * of the library can run `sync` (1), else why not (0, reason in why). */
+void tr_rma_init(struct tport *t, int op, int sync, void *send_base,
+                 void *recv_base, size_t len);
+int tr_rma_supported(int sync, char *why, size_t len);
 
 #endif

@@ -1,0 +1,278 @@
+"""PVM 3.4.6 through the p2p timing core (apps/p2p, built as p2p-pvm): the matrix of PVM's calls.
+
+One run per (route, size range): rank 0 is started as a plain process in a job that has booted
+its own pvmd as the job account (site/stacks.toml: apps/pvm/pvmd-job boot, halted on exit), and
+spawns rank 1 with pvm_spawn. In that run the driver measures every case of
+{pvm_send with PvmDataDefault, PvmDataRaw, PvmDataInPlace; pvm_psend} x {pvm_recv, pvm_nrecv
+polled, pvm_trecv}, each interleaved sample by sample with raw TCP over loopback (the layer PVM
+runs on), with the size schedule, sampling, payload check and records of the MPI matrix. The
+route is a task-wide PVM option set before the first message, hence one run per route.
+
+Perf variables per case: the median half round trip at the smallest size (us) and the bandwidth
+at the largest (MB/s = 10^6 bytes/s); and the pvmd boot time (s), timed apart from the run.
+All are absolute (reported; asserted only on a machine with its own references).
+"""
+import json
+import os
+import re
+import shlex
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import (fixture, parameter, run_after, run_before,
+                                   sanity_function, variable)
+from reframe.core.exceptions import BuildError
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+from testbed.checks import (APPS, ReferenceLookup, StackLaunch, install_failure,  # noqa: E402
+                            records, stack_of)
+from testbed.perf import set_perf_variables  # noqa: E402
+from testbed.sizes import SCHEDULES  # noqa: E402
+
+SENDS = [('send', 'default'), ('send', 'raw'), ('send', 'inplace'), ('psend', 'own')]
+RECVS = ['recv', 'nrecv', 'trecv']
+#: every case one run measures: (pair, encoding) as the records name them
+CASES = [(f'{s}-{r}', e) for s, e in SENDS for r in RECVS]
+
+
+class PvmBuild(rfm.CompileOnlyRegressionTest):
+    """p2p-pvm, once per PVM stack: the MPI build of apps/p2p is not touched."""
+    valid_systems = ['*']
+    valid_prog_environs = ['+pvm']
+    sourcesdir = str(APPS)
+    build_system = 'Make'
+    build_locally = True
+
+    @run_before('compile')
+    def configure_build(self):
+        reg, stack = stack_of(self)
+        reason = install_failure(reg, stack)
+        if reason:
+            raise BuildError(reason)
+        self.sourcepath = 'p2p'
+        self.build_system.flags_from_environ = False
+        # -B: a p2p-pvm copied in with the sources is never taken for a fresh build
+        self.build_system.options = ['-B', 'p2p-pvm', f'PVM_CC={stack.compiler}']
+
+    @run_before('sanity')
+    def check_binary(self):
+        self.sanity_patterns = sn.assert_true(os.path.exists(self.executable_path),
+                                              msg='p2p-pvm: no binary after make')
+
+    @property
+    def executable_path(self):
+        return os.path.join(self.stagedir, 'p2p', 'p2p-pvm')
+
+
+@rfm.simple_test
+class PvmMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
+    descr = 'PVM ping-pong: send calls x receive calls x encodings, on one route'
+    route = parameter(['daemon', 'direct'])
+    size_range = parameter(['quick', 'small', 'medium', 'large', 'netpipe'])
+    #: samples per size; the README's quick pass lowers it
+    samples = variable(int, value=30)
+    min_time_ms = variable(float, value=1.0)
+    #: test only: rank 1 kills itself when it sends this size (a task dying mid-run)
+    kill_at = variable(int, value=0)
+    #: test only: rank 1 corrupts its reply at this size (the payload check must fail)
+    corrupt_at = variable(int, value=0)
+    valid_systems = ['*']
+    valid_prog_environs = ['+pvm']
+    # apps/pvm holds pvmd-job, which the registry's boot and halt run from the stage directory
+    sourcesdir = str(APPS / 'pvm')
+    num_tasks = 2
+    num_tasks_per_node = 2
+    time_limit = '20m'
+    reference_file = 'pvm.csv'
+    build = fixture(PvmBuild, scope='environment')
+    tags = {'pvm'}
+
+    @run_after('init')
+    def name_case(self):
+        self.reference_case = f'{self.route}/{self.size_range}'
+
+    def perf_variable_names(self):
+        return [f'{what}_{p}_{e}' for p, e in CASES for what in ('latency', 'bandwidth')] + \
+            ['pvmd_boot']
+
+    @run_before('run')
+    def set_command(self):
+        self.executable = self.build.executable_path
+        self.executable_opts = ['--pvm-route', self.route, '--sizes', self.size_range,
+                                '--samples', str(self.samples), '--min-time-ms',
+                                str(self.min_time_ms), '--baselines', 'tcp',
+                                '--stack', self.stack_name, '--bind-self']
+        if self.kill_at:
+            self.executable_opts += ['--pvm-kill-at', str(self.kill_at)]
+        if self.corrupt_at:
+            self.executable_opts += ['--corrupt-at', str(self.corrupt_at)]
+
+    def _out(self):
+        return os.path.join(self.stagedir, self.stdout.evaluate())
+
+    @sanity_function
+    def validate(self):
+        return sn.all([
+            sn.assert_eq(self.job.exitcode, 0, msg='p2p-pvm exited with {0}, expected {1}'),
+            sn.assert_found(r'^PVMD-BOOT \{', os.path.join(self.stagedir, 'daemon-boot.log'),
+                            msg='no PVMD-BOOT record: the pvmd was not booted by this job'),
+            sn.assert_found(r'^P2P-END \{', self.stdout, msg='no P2P-END record: cut short'),
+            sn.assert_eq(self._checked(), True, msg='{0}'),
+        ])
+
+    @sn.deferrable
+    def _checked(self):
+        """Every case at every size measured and payload-checked, on this route; each rank
+        bound to a core of its own."""
+        rows = [r for r in records(self._out(), 'P2P') if r['transport'] == 'pvm']
+        want = SCHEDULES[self.size_range]
+        for pair, enc in CASES:
+            variant = f'{self.route}-{enc}'
+            got = sorted(r['size_bytes'] for r in rows
+                         if r['pair'] == pair and r['variant'] == variant)
+            if got != want:
+                return f'{pair} {variant}: sizes measured {got[:5]}... differ from the schedule'
+        for r in rows:
+            if r['checked_messages'] < 2 * self.samples:
+                return (f"{r['pair']} {r['variant']} {r['size_bytes']} bytes: "
+                        f"{r['checked_messages']} messages payload-checked, fewer than "
+                        f'{2 * self.samples}')
+        problem = self._inplace_not_slower()
+        if problem:
+            return problem
+        run = records(self._out(), 'P2P-RUN')[0]
+        if run['cpus_allowed'] != [1, 1] or run['cpus_start'][0] == run['cpus_start'][1]:
+            return f"ranks not on a core each: {run['cpus_start']}, {run['cpus_allowed']}"
+        return True
+
+    #: the study's finding asserted in its direction where it held in every run here
+    #: (docs/pvm.md): PvmDataInPlace at least as fast as PvmDataRaw for a 1 MiB message
+    DIRECTION_MIN_SIZE = 1048576
+
+    def _inplace_not_slower(self):
+        size = SCHEDULES[self.size_range][-1]
+        if size < self.DIRECTION_MIN_SIZE:
+            return None
+        inplace, raw = (self._row('send-recv', e, size)['min_us'] for e in ('inplace', 'raw'))
+        if inplace > raw:
+            return (f'send-recv {self.route} at {size} bytes: InPlace {inplace:.1f} us slower '
+                    f'than Raw {raw:.1f} us (minimum half round trip), against the study')
+        return None
+
+    def _row(self, pair, enc, size):
+        for r in records(self._out(), 'P2P'):
+            if (r['transport'], r['pair'], r['variant'], r['size_bytes']) == \
+                    ('pvm', pair, f'{self.route}-{enc}', size):
+                return r
+        return None
+
+    @sn.deferrable
+    def _figure(self, pair, enc, what):
+        sizes = SCHEDULES[self.size_range]
+        if what == 'latency':
+            return self._row(pair, enc, sizes[0])['median_us']
+        return self._row(pair, enc, sizes[-1])['bandwidth_MBps']
+
+    @sn.deferrable
+    def _boot_s(self):
+        with open(os.path.join(self.stagedir, 'daemon-boot.log')) as fh:
+            found = re.search(r'^PVMD-BOOT (\{.*\})$', fh.read(), re.M)
+        return json.loads(found.group(1))['boot_s']
+
+    @run_before('performance')
+    def define_perf(self):
+        figures = {'pvmd_boot': ('s', self._boot_s())}
+        for pair, enc in CASES:
+            figures[f'latency_{pair}_{enc}'] = ('us', self._figure(pair, enc, 'latency'))
+            figures[f'bandwidth_{pair}_{enc}'] = ('MB/s', self._figure(pair, enc, 'bandwidth'))
+        set_perf_variables(self, figures)
+
+    @run_after('sanity')
+    def keep_tables(self):
+        """Library version for the report; every size's statistics as a CSV beside the log."""
+        run = records(self._out(), 'P2P-RUN')[0]
+        self.library_version = run.get('library_version', 'unknown')
+        cols = ['transport', 'pair', 'variant', 'size_bytes', 'samples', 'reps_per_sample',
+                'min_us', 'median_us', 'mean_us', 'p95_us', 'cv', 'bandwidth_MBps',
+                'time_over_tcp', 'checked_messages']
+        with open(os.path.join(self.stagedir, 'pvm_sizes.csv'), 'w') as fh:
+            fh.write('# ' + json.dumps(run) + '\n' + ','.join(cols) + '\n')
+            for r in records(self._out(), 'P2P'):
+                fh.write(','.join(str(r.get(c, '')) for c in cols) + '\n')
+
+
+class PvmSpawnBuild(PvmBuild):
+    """apps/pvm's pvm-spawn, once per PVM stack."""
+
+    @run_before('compile')
+    def configure_build(self):
+        super().configure_build()
+        self.sourcepath = 'pvm'
+        self.build_system.options = ['-B', 'pvm-spawn',
+                                     f'PVM_CC={stack_of(self)[1].compiler}']
+
+    @property
+    def executable_path(self):
+        return os.path.join(self.stagedir, 'pvm', 'pvm-spawn')
+
+
+@rfm.simple_test
+class PvmStartup(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
+    """PVM's start-up beside the MPI stacks' StartupTime: in the job's pvmd (its boot timed
+    apart, pvmd_boot), the time for pvm_spawn to return with N-1 tasks, to a first message
+    from each, and to their exit; the first trial (cold) apart from the median of the rest."""
+    descr = 'PVM start-up: spawn of N tasks'
+    np_list = variable(typ.List[int], value=[2, 4, 8, 16, 24])
+    repeats = variable(int, value=5)
+    valid_systems = ['*']
+    valid_prog_environs = ['+pvm']
+    sourcesdir = str(APPS / 'pvm')
+    num_tasks = 1
+    time_limit = '10m'
+    reference_file = 'pvm.csv'
+    reference_case = 'spawn'
+    build = fixture(PvmSpawnBuild, scope='environment')
+    tags = {'pvm', 'startup'}
+
+    def perf_variable_names(self):
+        return [f'{w}_np{n}' for n in self.np_list for w in ('spawn', 'first')] + ['pvmd_boot']
+
+    @run_before('run')
+    def set_command(self):
+        exe = shlex.quote(self.build.executable_path)
+        loop = '; '.join(f'{exe} {n} {self.repeats + 1} || exit $?' for n in self.np_list)
+        self.executable = 'sh'
+        self.executable_opts = ['-c', shlex.quote(loop)]
+
+    def _rows(self):
+        return records(os.path.join(self.stagedir, self.stdout.evaluate()), 'PVM-SPAWN')
+
+    @sanity_function
+    def validate(self):
+        return sn.all([
+            sn.assert_eq(self.job.exitcode, 0, msg='pvm-spawn exited with {0}, expected {1}'),
+            sn.assert_eq(sn.count(sn.extractall(r'^PVM-SPAWN \{', self.stdout)),
+                         len(self.np_list) * (self.repeats + 1),
+                         msg='{0} PVM-SPAWN records, expected {1}'),
+        ])
+
+    @sn.deferrable
+    def _warm(self, n, what):
+        vals = sorted(r[f'{what}_s'] for r in self._rows() if r['ntasks'] == n and not r['cold'])
+        mid = len(vals) // 2
+        return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+    @run_before('performance')
+    def define_perf(self):
+        figures = {'pvmd_boot': ('s', PvmMatrix._boot_s(self))}
+        for n in self.np_list:
+            figures[f'spawn_np{n}'] = ('s', self._warm(n, 'spawn'))
+            figures[f'first_np{n}'] = ('s', self._warm(n, 'first'))
+        set_perf_variables(self, figures)
+
+    @run_after('sanity')
+    def keep_version(self):
+        rows = self._rows()
+        self.library_version = rows[0]['library_version'] if rows else 'unknown'

@@ -1,0 +1,123 @@
+"""PVM's job lifecycle (apps/pvm/pvmd-job) and p2p-pvm's bad cases, as the job account:
+a pvmd already running for the user, a stale /tmp/pvmd.<uid>, a task that dies mid-run, a
+corrupted payload. Each must end with a clear message and leave no pvmd or task behind.
+Needs the set-up (Debian pvm, pvm-dev; the job account)."""
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from testbed import registry
+from testbed.checks import drop_privileges
+
+REPO = registry.REPO
+pytestmark = pytest.mark.skipif(not shutil.which('pvmd'), reason='PVM not installed (make setup)')
+
+
+def account_uid():
+    reg = registry.load()
+    return pwd.getpwnam(reg.run_as).pw_uid if os.geteuid() == 0 else os.getuid()
+
+
+def pvm_processes(uid):
+    out = subprocess.run(['ps', '-u', str(uid), '-o', 'comm='], capture_output=True, text=True)
+    return [c for c in out.stdout.split() if c in ('pvmd', 'p2p-pvm')]
+
+
+@pytest.fixture(scope='module')
+def built():
+    path = Path(tempfile.mkdtemp(prefix='testbed-pvm-', dir='/var/tmp'))
+    shutil.copytree(REPO / 'apps', path / 'apps')
+    subprocess.run(['make', '-s', '-B', '-C', str(path / 'apps' / 'p2p'), 'p2p-pvm'],
+                   check=True, capture_output=True)
+    subprocess.run(['chmod', '-R', 'a+rX', str(path)], check=True)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def job(built):
+    """Runs pvmd-job and p2p-pvm as the job account, under a job id of its own; at the end
+    halts (else wipes) what it booted, and checks that nothing of PVM is left."""
+    uid = account_uid()
+    if pvm_processes(uid):
+        pytest.skip(f'a PVM process of uid {uid} is running already (another job?)')
+    drop = drop_privileges(registry.load())
+    env = dict(os.environ, PVMD_JOB_ID=f'pytest{os.getpid()}')
+    script = str(built / 'apps' / 'pvm' / 'pvmd-job')
+
+    def run(*argv, timeout=120):
+        return subprocess.run(drop + list(argv), env=env, capture_output=True, text=True,
+                              timeout=timeout, cwd='/tmp')
+
+    run.pvmd_job = lambda what: run(script, what)
+    run.p2p = str(built / 'apps' / 'p2p' / 'p2p-pvm')
+    run.uid = uid
+    yield run
+    if run.pvmd_job('halt').returncode != 0:
+        run.pvmd_job('wipe')
+    time.sleep(0.2)
+    assert pvm_processes(uid) == [], 'a pvmd or task outlived the job'
+    assert not os.path.exists(f'/tmp/pvmd.{uid}'), 'the pvmd address file is left'
+
+
+def test_boot_times_the_daemon_and_halt_stops_it(job):
+    boot = job.pvmd_job('boot')
+    assert boot.returncode == 0, boot.stderr
+    assert boot.stdout.startswith('PVMD-BOOT {') and '"boot_s":' in boot.stdout
+    assert pvm_processes(job.uid) == ['pvmd']
+    halt = job.pvmd_job('halt')
+    assert halt.returncode == 0 and halt.stdout.startswith('PVMD-HALT'), halt.stderr
+    assert pvm_processes(job.uid) == []
+
+
+def test_a_pvmd_already_running_for_the_user_is_refused_and_kept(job):
+    assert job.pvmd_job('boot').returncode == 0
+    again = job.pvmd_job('boot')
+    assert again.returncode == 3
+    assert 'a pvmd is already running for user' in again.stderr, again.stderr
+    assert pvm_processes(job.uid) == ['pvmd']        # the running one is not touched
+
+
+def test_a_stale_address_file_is_named_and_removed(job):
+    stale = f'/tmp/pvmd.{job.uid}'
+    assert job('sh', '-c', f'echo 7f000001:9999 > {stale}').returncode == 0
+    boot = job.pvmd_job('boot')
+    assert boot.returncode == 0, boot.stderr
+    assert f'stale {stale} (no pvmd of user' in boot.stderr, boot.stderr
+
+
+def test_no_pvmd_is_a_clear_error(job):
+    proc = job(job.p2p, '--sizes', '8', '--samples', '2')
+    assert proc.returncode == 2
+    assert 'no pvmd for this user' in proc.stderr, proc.stderr
+
+
+def test_a_task_dying_mid_run_ends_the_run_with_a_message(job):
+    assert job.pvmd_job('boot').returncode == 0
+    proc = job(job.p2p, '--sizes', '8,1024', '--samples', '2', '--pvm-kill-at', '1024',
+               '--baselines', 'none')
+    assert proc.returncode == 5, (proc.returncode, proc.stderr)
+    assert 'exited mid-run' in proc.stderr, proc.stderr
+    assert 'P2P-END' not in proc.stdout
+
+
+def test_a_corrupted_payload_fails_the_check(job):
+    assert job.pvmd_job('boot').returncode == 0
+    proc = job(job.p2p, '--sizes', '8,1001', '--samples', '2', '--corrupt-at', '1001',
+               '--baselines', 'none', '--pvm-send', 'send', '--pvm-recv', 'recv',
+               '--pvm-encoding', 'raw')
+    assert proc.returncode == 3, (proc.returncode, proc.stderr)
+    assert 'payload check failed on rank 0: transport pvm pair send-recv variant ' \
+           'daemon-raw size 1001 bytes' in proc.stderr, proc.stderr
+
+
+def test_a_bad_pvm_option_names_it(job):
+    proc = job(job.p2p, '--pvm-route', 'sideways')
+    assert proc.returncode == 2 and "--pvm-route: 'sideways' is not daemon or direct" in \
+        proc.stderr, proc.stderr
