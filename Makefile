@@ -1,6 +1,6 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
 .PHONY: setup test run list references summary report clean slowdown compare sweep generate \
-        cluster-up cluster-status cluster-down
+        cluster-up cluster-status cluster-down setup-images images images-run
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
 	bash ci/setup.sh
@@ -49,6 +49,15 @@ slowdown:         ## prove the references bite: the p2p quick tests slowed by FA
 
 sweep:            ## version sweep: install SERIES (mpich|openmpi|stack list) of site/versions.toml, run ARGS, table
 	bash ci/sweep.sh "$(SERIES)" $(ARGS)
+
+setup-images:     ## install podman, runc, mmdebstrap (Debian) for make images
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends podman runc mmdebstrap uidmap
+
+images: setup-images  ## the OCI image of every stack (containers/), STACKS=a,b for some; sizes
+	STACKS="$(STACKS)" bash ci/images.sh
+
+images-run:       ## p2p matrix (quick) on the host and inside each built image; container/host
+	bash ci/images_run.sh $(ARGS)
 
 cluster-up:       ## start the emulated cluster: NODES (2, up to 4), PROFILE (native|gige|10gige), MTU
 	python3 site/cluster/cluster.py up --nodes "$(or $(NODES),2)" --profile "$(or $(PROFILE),native)" --mtu "$(or $(MTU),1500)"

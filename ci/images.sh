@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# make images [STACKS=a,b]: the OCI image of every stack the embedded default installs, built
+# from containers/ (generated from site/stacks.toml by site/generate.py) with podman:
+#   1. a Debian bookworm root file system made by mmdebstrap (no registry image can be pulled
+#      here), imported as localhost/mpi-testbed-rootfs:bookworm; rebuilt only when its package
+#      list changes (the list is a label of the image);
+#   2. the shared base, containers/base/Containerfile;
+#   3. one image per stack, containers/<stack>/Containerfile: the project's own installer
+#      (install.py --image) installs the stack inside, as `make setup` does on the host;
+#   4. each image saved as an OCI archive in $TESTBED_OCI_DIR (the input of the Apptainer
+#      definitions: apptainer build x.sif containers/x/apptainer.def), and the sizes printed.
+# Run as root. podman runs with runc and lowered ulimits: crun fails here on setrlimit and
+# cgroups, and the default nofile/nproc limits are above what this kernel grants.
+# A stack whose image fails is reported with its log; the others go on (exit 1 at the end).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+oci=${TESTBED_OCI_DIR:-/var/tmp/mpi-testbed-oci}
+logs=$oci/logs
+podman=(podman --runtime runc)
+limits=(--ulimit nofile=1024:4096 --ulimit nproc=4096:4096)
+rootfs_pkgs=python3,ca-certificates
+rootfs_image=localhost/mpi-testbed-rootfs:bookworm
+base_image=localhost/mpi-testbed-base:bookworm
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "error: ci/images.sh runs podman and mmdebstrap as root: run it as root" >&2; exit 2
+fi
+for tool in podman mmdebstrap; do
+  command -v "$tool" >/dev/null || {
+    echo "error: $tool is missing: make setup-images installs them" >&2
+    exit 2; }
+done
+# Which stacks: the registry's (origin debian or pypi: what install.py installs), or STACKS.
+stacks=$(python3 -c '
+import sys; sys.path.insert(0, "reframe")
+from testbed import registry
+reg = registry.load()
+try:
+    chosen = reg.select(sys.argv[1] or None, source="STACKS")
+except registry.RegistryError as err:
+    sys.exit(f"error: {err}")
+print(" ".join(s.name for s in chosen if s.origin in ("debian", "pypi", "source")))
+' "${STACKS:-}") || exit 2
+python3 site/generate.py --check || {
+  echo "error: containers/ is stale: run make generate" >&2; exit 2; }
+mkdir -p "$logs"
+
+# 1. root file system, cached by its package list
+have=$("${podman[@]}" image inspect --format '{{index .Labels "mpi-testbed.rootfs"}}' \
+       "$rootfs_image" 2>/dev/null || true)
+if [ "$have" != "bookworm:$rootfs_pkgs" ]; then
+  echo "== root file system (mmdebstrap bookworm, $rootfs_pkgs)"
+  t0=$(date +%s)
+  rm -f "$oci/rootfs.tar"
+  mmdebstrap --variant=minbase --include="$rootfs_pkgs" bookworm "$oci/rootfs.tar" \
+      > "$logs/rootfs.log" 2>&1 || { echo "error: mmdebstrap failed: $logs/rootfs.log" >&2; exit 1; }
+  "${podman[@]}" import --change "LABEL mpi-testbed.rootfs=bookworm:$rootfs_pkgs" \
+      "$oci/rootfs.tar" "$rootfs_image" >> "$logs/rootfs.log" 2>&1 || {
+    echo "error: podman import failed: $logs/rootfs.log" >&2; exit 1; }
+  rm -f "$oci/rootfs.tar"
+  echo "   made in $(( $(date +%s) - t0 )) s"
+fi
+
+# 2. the shared base
+echo "== base image"
+"${podman[@]}" build "${limits[@]}" -t "$base_image" -f containers/base/Containerfile \
+    containers/base > "$logs/base.log" 2>&1 || {
+  echo "error: base image failed: $logs/base.log" >&2; exit 1; }
+
+# 3. and 4. one image per stack; the build needs the network for apt and pip (host network:
+# no bridge or port is set up for it), the runs later get none.
+# The host's CA bundle for pip (a site proxy with its own authority), mounted read-only.
+cert=${PIP_CERT:-$(python3 -m pip config get global.cert 2>/dev/null || true)}
+ca=()
+[ -n "$cert" ] && [ -r "$cert" ] && ca=(--volume "$cert:/run/host-ca.crt:ro" \
+                                      --build-arg PIP_CERT=/run/host-ca.crt)
+status=0
+built=''
+printf '%-18s %8s %10s  %s\n' stack 'build s' 'size MB' 'OCI archive'
+for s in $stacks; do
+  t0=$(date +%s)
+  image=localhost/mpi-testbed-$s
+  if "${podman[@]}" build "${limits[@]}" "${ca[@]}" --network=host -t "$image" \
+       -f "containers/$s/Containerfile" . > "$logs/$s.log" 2>&1 &&
+     rm -f "$oci/$s.tar" &&
+     "${podman[@]}" save --format oci-archive -o "$oci/$s.tar" "$image" >> "$logs/$s.log" 2>&1
+  then
+    bytes=$("${podman[@]}" image inspect --format '{{.Size}}' "$image")
+    printf '%-18s %8d %10s  %s\n' "$s" $(( $(date +%s) - t0 )) \
+        "$(awk -v b="$bytes" 'BEGIN { printf "%.0f", b / 1e6 }')" "$oci/$s.tar"
+    built="$built $s"
+  else
+    printf '%-18s FAILED: see %s\n' "$s" "$logs/$s.log"
+    status=1
+  fi
+done
+# The list site/local.py reads for the system testbed-containers (earlier builds kept).
+python3 - "$oci/images.json" $built <<'PY'
+import json, sys
+path, stacks = sys.argv[1], sys.argv[2:]
+try:
+    images = json.load(open(path))['images']
+except FileNotFoundError:
+    images = {}
+images.update({s: f'localhost/mpi-testbed-{s}' for s in stacks})
+json.dump({'images': images}, open(path, 'w'), indent=1)
+PY
+echo "images: $oci/images.json; run the p2p matrix inside them: make images-run"
+exit $status
