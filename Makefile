@@ -1,6 +1,6 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
 .PHONY: setup test run list references summary report clean slowdown compare sweep generate \
-        cluster-up cluster-status cluster-down setup-images images images-run
+        cluster-up cluster-status cluster-down setup-images images images-run pull-images
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
 	bash ci/setup.sh
@@ -58,6 +58,9 @@ images: setup-images  ## the OCI image of every stack (containers/), STACKS=a,b 
 
 images-run:       ## p2p matrix (quick) on the host and inside each built image; container/host
 	bash ci/images_run.sh $(ARGS)
+
+pull-images:      ## on a cluster with Apptainer: pull every stack's image (REGISTRY_URL=oras://..., TAG)
+	sh ci/pull_images.sh
 
 cluster-up:       ## start the emulated cluster: NODES (2, up to 4), PROFILE (native|gige|10gige), MTU
 	python3 site/cluster/cluster.py up --nodes "$(or $(NODES),2)" --profile "$(or $(PROFILE),native)" --mtu "$(or $(MTU),1500)"

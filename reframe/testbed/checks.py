@@ -93,6 +93,32 @@ def drop_privileges(reg):
             'env', f'HOME={home}']
 
 
+def container_engine(partition):
+    """podman (make images, this machine: the whole launch inside one container) or
+    apptainer (a cluster: srun starts each rank inside the image, hybrid model)."""
+    return partition.extras.get('container_engine', 'podman')
+
+
+def image_of(test, stack, images):
+    """The image of `stack` on the test's partition (extras container_images)."""
+    try:
+        return images[stack.name]
+    except KeyError:
+        raise ReframeError(f'{test.current_partition.fullname}: extras.container_images has no '
+                           f'image for {stack.name} (make images, or the site\'s pull)') from None
+
+
+def compiler_of(test, stack):
+    """The stack's compiler wrapper; on an Apptainer partition run inside the image, since
+    the cluster's host need not have the stack at all."""
+    if test.current_environ.extras.get('provided_by') in ('spack', 'modules'):
+        return test.current_environ.cc    # the site's wrapper (site/examples/slurm_cluster.py)
+    images = test.current_partition.extras.get('container_images')
+    if images and container_engine(test.current_partition) == 'apptainer':
+        return f'apptainer exec {image_of(test, stack, images)} {stack.compiler}'
+    return stack.compiler
+
+
 class AppBuild(rfm.CompileOnlyRegressionTest):
     """Build one program of apps/ once per stack (use as fixture(..., scope='environment'))."""
     app = variable(str)
@@ -111,7 +137,7 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         self.sourcepath = self.app          # make -C <app> inside the staged apps/
         self.build_system.flags_from_environ = False
         extra = ' '.join(f'../{src}' for src in stack.extra_sources)
-        self.build_system.options = [f'CC={shlex.quote(stack.compiler)}',
+        self.build_system.options = [f'CC={shlex.quote(compiler_of(self, stack))}',
                                      f'EXTRA_SRCS={shlex.quote(extra)}']
         self.build_system.max_concurrency = 2
 
@@ -168,6 +194,8 @@ class StackLaunch(rfm.RegressionMixin):
         self.inject_slowdown()
         launcher = self.current_partition.launcher_type.registered_name
         images = self.current_partition.extras.get('container_images')
+        if images and container_engine(self.current_partition) == 'apptainer':
+            images = None     # each rank in the image: wrap_rank_in_image, after the test's hooks
         if launcher == 'local' and images:
             # the whole launch, daemons included, inside the stack's image
             full = self.in_container(reg, stack, images, argv, env)
@@ -195,6 +223,19 @@ class StackLaunch(rfm.RegressionMixin):
                 f'{{ echo "{stack.boot[0]} failed; see daemon-boot.log" >&2; exit 1; }}',
             ]
 
+    @run_before('run', always_last=True)
+    def wrap_rank_in_image(self):
+        """Hybrid model (engine apptainer, a cluster's partition): the host's launcher (srun)
+        starts every rank as `apptainer exec IMAGE program`; last, once the test has set its
+        executable."""
+        images = self.current_partition.extras.get('container_images')
+        if not images or container_engine(self.current_partition) != 'apptainer':
+            return
+        _, stack = stack_of(self)
+        self.executable_opts = ['exec', image_of(self, stack, images), self.executable,
+                                *self.executable_opts]
+        self.executable = 'apptainer'
+
     def in_container(self, reg, stack, images, argv, env):
         """The launch as a podman command (quoted words): the stack's launcher runs inside its
         image as the job account, on the host's cores, with no network (loopback only), the
@@ -202,16 +243,14 @@ class StackLaunch(rfm.RegressionMixin):
         with daemons (LAM) boots and halts them inside the same container, around the launch.
         runc and lowered ulimits: crun fails here on setrlimit, and the default limits exceed
         what the kernel grants an unprivileged container."""
-        if stack.name not in images:
-            raise ReframeError(f'{stack.name}: no image in {self.current_partition.fullname} '
-                               f'(make images builds it)')
+        image = image_of(self, stack, images)
         stage_root = os.path.dirname(os.path.dirname(self.stagedir))
         names = sorted(set(env) | set(self.env_vars) | set(stack.environment))
         cmd = ['podman', '--runtime', 'runc', 'run', '--rm', '--network=none',
                '--ulimit', 'nofile=1024:4096', '--ulimit', 'nproc=4096:4096',
                '--shm-size=1g', '--user', reg.run_as, '-v', f'{stage_root}:{stage_root}',
                '-v', f'{APPS}:{APPS}:ro', '-w', self.stagedir,
-               *[w for n in names for w in ('-e', n)], images[stack.name]]
+               *[w for n in names for w in ('-e', n)], image]
         if stack.boot:
             halt = shlex.join(stack.halt) + (f' || {shlex.join(stack.wipe)}'
                                              if stack.wipe else '')

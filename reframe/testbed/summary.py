@@ -10,8 +10,20 @@ import json
 import sys
 from pathlib import Path
 
-from testbed import peer_table
+from testbed import peer_table, registry
 from testbed.references import final_cases
+
+
+def stack_of(tc):
+    """The registry's name of a case's stack: StackLaunch records it; a case skipped before
+    it ran has only its environment's name (dots made underscores), mapped back here."""
+    if tc.get('stack_name'):
+        return tc['stack_name']
+    try:
+        names = {s.environ: s.name for s in registry.load().stacks.values()}
+    except registry.RegistryError:
+        names = {}
+    return names.get(tc['environ'], tc['environ'])
 
 
 def cases(report):
@@ -24,7 +36,7 @@ def library_versions(report):
     for tc in cases(report):
         version = tc.get('library_version')
         if version not in (None, 'unknown', '<undefined>') and not tc.get('fixture'):
-            versions.setdefault(tc.get('stack_name') or tc['environ'], version)
+            versions.setdefault(stack_of(tc), version)
     return versions
 
 
@@ -32,7 +44,7 @@ def collect(report):
     rows, builds, stacks = [], [], []
     versions = library_versions(report)
     for tc in cases(report):
-        env = tc.get('stack_name') or tc['environ']
+        env = stack_of(tc)
         if tc.get('fixture'):
             builds.append(tc)
             continue
@@ -106,7 +118,7 @@ def app_tables(report, stacks):
         test = tc['name'].split()[0]
         if tc.get('fixture') or test == 'P2PMatrix':
             continue
-        stack = tc.get('stack_name') or tc['environ']
+        stack = stack_of(tc)
         if stack not in stacks:
             stacks.append(stack)
         t = by_test.setdefault(test, {})
@@ -164,7 +176,7 @@ def flag_comparison(report, versions):
     for tc in cases(report):
         if tc.get('fixture') or not tc['name'].startswith('P2PMatrix') or tc['result'] != 'pass':
             continue
-        got = figures.setdefault((tc.get('stack_name') or tc['environ'],
+        got = figures.setdefault((stack_of(tc),
                                   f"{tc['mode']} {tc['size_range']}"), {})
         for key, pv in (tc.get('perfvalues') or {}).items():
             var = key.split(':')[-1]

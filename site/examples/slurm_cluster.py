@@ -3,11 +3,17 @@ marked CHANGE say, and run the same tests as on the embedded default:
 
     RFM_CONFIG_FILES=site/my_cluster.py reframe -c reframe/tests -r --system mycluster
 
-The stacks still come from site/stacks.toml: here each one's environment says how the cluster
-provides it (a module, a Spack environment or a prefix; containers come with the next issue)
-and srun starts its ranks with the PMI the registry names (`srun_mpi`). docs/cluster.md says
-how PMI maps, stack by stack. Not run on a real cluster by this project: it is the emulated
-cluster's configuration (site/local.py, cluster_system) with the site's names in place.
+The stacks still come from site/stacks.toml. TESTBED_PROVIDE says how the cluster provides them:
+  spack      each stack's Spack environment, spack-envs/<stack>/ (generated from the registry),
+             activated in every job through the environment's prepare commands;
+  container  each stack's Apptainer image, pulled by `make pull-images` (ci/pull_images.sh)
+             into TESTBED_SIF_DIR; srun starts every rank inside it (hybrid model: the
+             image's MPI speaks the PMI srun offers, `srun_mpi` in the registry);
+  modules    site modules named in PROVIDED below.
+Either way srun starts the ranks with the PMI the registry names (`srun_mpi`). docs/cluster.md
+says how PMI maps, stack by stack, and the steps from an empty account. Not run on a real
+cluster by this project: it is the emulated cluster's configuration (site/local.py,
+cluster_system) with the site's names in place.
 """
 import os
 import sys
@@ -17,13 +23,29 @@ sys.path.insert(0, os.path.join(REPO, 'reframe'))
 from testbed import registry  # noqa: E402
 
 REGISTRY = registry.load()
-# CHANGE: the stacks this cluster has, and how each is brought into a job (module names,
-# `spack env activate`, or PATH to a prefix). Only stacks with `srun_mpi` can run under srun.
+PROVIDE = os.environ.get('TESTBED_PROVIDE', 'spack')
+SIF_DIR = os.environ.get('TESTBED_SIF_DIR', os.path.expanduser('~/mpi-testbed-images'))
+# CHANGE: the stacks this cluster runs; with PROVIDE=modules, how each is loaded.
 PROVIDED = {
-    'mpich-4.0': {'modules': ['mpich/4.0.2'], 'cc': 'mpicc'},
-    'openmpi-4.1': {'modules': ['openmpi/4.1.4'], 'cc': 'mpicc'},
+    'mpich-4.0': {'modules': ['mpich/4.0.2']},
+    'openmpi-4.1': {'modules': ['openmpi/4.1.4']},
 }
 STACKS = [s for s in REGISTRY.stacks.values() if s.name in PROVIDED and s.srun_mpi]
+if PROVIDE not in ('spack', 'container', 'modules'):
+    raise ValueError(f'TESTBED_PROVIDE={PROVIDE!r}: not spack, container or modules')
+
+
+def provision(stack):
+    """The ReFrame environment fields that bring `stack` into a job."""
+    if PROVIDE == 'spack':
+        # `spack env activate` puts the environment's MPI (and hpl, openblas) on PATH
+        return {'cc': 'mpicc', 'prepare_cmds': [
+            f'spack env activate {os.path.join(REPO, "spack-envs", stack.name)}']}
+    if PROVIDE == 'container':
+        # the registry's compiler wrapper, run inside the image (checks.compiler_of)
+        return {'cc': stack.compiler}
+    return {'cc': 'mpicc', 'modules': PROVIDED[stack.name].get('modules', [])}
+
 
 site_configuration = {
     'systems': [{
@@ -50,15 +72,19 @@ site_configuration = {
                 # Raw layers P2PMatrix measures beside MPI: between nodes, raw TCP over the
                 # same network (loopback or 198.18.0.0/15 only: extend tr_tcp.c's rule first)
                 'p2p_baselines': 'memcpy',
+                # PROVIDE=container: every rank in its stack's image (reframe/testbed/checks.py)
+                **({'container_engine': 'apptainer',
+                    'container_images': {s.name: os.path.join(SIF_DIR, f'{s.name}.sif')
+                                         for s in STACKS}} if PROVIDE == 'container' else {}),
             },
         }],
     }],
     'environments': [{
         'name': s.environ,
-        'cc': PROVIDED[s.name].get('cc', 'mpicc'),            # the module's compiler wrapper
+        **provision(s),
         'features': list(s.features),
-        'modules': PROVIDED[s.name].get('modules', []),
         'env_vars': [[k, registry.shell_word(v)] for k, v in s.environment.items()],
-        'extras': {'stack': s.name, 'family': s.family, 'origin': s.origin},
+        'extras': {'stack': s.name, 'family': s.family, 'origin': s.origin,
+                   'provided_by': PROVIDE},
     } for s in STACKS],
 }
