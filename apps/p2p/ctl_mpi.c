@@ -48,17 +48,3 @@ void ctl_finalize(void)
     MPI_Comm_free(&ctl);
     tb_finalize_bounded();     /* see ../common/tb_finalize.h */
 }
-
-double ctl_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-double ctl_clock_resolution(void)
-{
-    struct timespec ts;
-    clock_getres(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}

@@ -292,17 +292,3 @@ void ctl_finalize(void)
     fflush(stdout);
     pvm_exit();
 }
-
-double ctl_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-double ctl_clock_resolution(void)
-{
-    struct timespec ts;
-    clock_getres(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}

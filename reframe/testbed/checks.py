@@ -136,16 +136,19 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
             raise BuildError(reason)
         self.sourcepath = self.app          # make -C <app> inside the staged apps/
         self.build_system.flags_from_environ = False
-        extra = ' '.join(f'../{src}' for src in stack.extra_sources)
-        self.build_system.options = [f'CC={shlex.quote(compiler_of(self, stack))}',
-                                     f'EXTRA_SRCS={shlex.quote(extra)}']
+        self.build_system.options = self.make_options(stack)
         self.build_system.max_concurrency = 2
+
+    def make_options(self, stack):
+        """make's arguments: the stack's compiler and the sources it needs linked in."""
+        extra = ' '.join(f'../{src}' for src in stack.extra_sources)
+        return [f'CC={shlex.quote(compiler_of(self, stack))}', f'EXTRA_SRCS={shlex.quote(extra)}']
 
     @run_before('sanity')
     def check_binary(self):
         self.sanity_patterns = rfm.utility.sanity.assert_true(
             os.path.exists(self.executable_path),
-            msg=f'{self.app}: no binary after make')
+            msg=f'{os.path.basename(self.executable_path)}: no binary after make')
 
     @property
     def executable_path(self):

@@ -23,10 +23,9 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
-from reframe.core.exceptions import BuildError
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed.checks import (APPS, ReferenceLookup, StackLaunch, install_failure,  # noqa: E402
+from testbed.checks import (APPS, AppBuild, ReferenceLookup, StackLaunch, compiler_of,  # noqa: E402
                             records, stack_of)
 from testbed.perf import set_perf_variables  # noqa: E402
 from testbed.sizes import SCHEDULES  # noqa: E402
@@ -37,29 +36,14 @@ RECVS = ['recv', 'nrecv', 'trecv']
 CASES = [(f'{s}-{r}', e) for s, e in SENDS for r in RECVS]
 
 
-class PvmBuild(rfm.CompileOnlyRegressionTest):
+class PvmBuild(AppBuild):
     """p2p-pvm, once per PVM stack: the MPI build of apps/p2p is not touched."""
-    valid_systems = ['*']
+    app = 'p2p'
     valid_prog_environs = ['+pvm']
-    sourcesdir = str(APPS)
-    build_system = 'Make'
-    build_locally = True
 
-    @run_before('compile')
-    def configure_build(self):
-        reg, stack = stack_of(self)
-        reason = install_failure(reg, stack)
-        if reason:
-            raise BuildError(reason)
-        self.sourcepath = 'p2p'
-        self.build_system.flags_from_environ = False
+    def make_options(self, stack):
         # -B: a p2p-pvm copied in with the sources is never taken for a fresh build
-        self.build_system.options = ['-B', 'p2p-pvm', f'PVM_CC={stack.compiler}']
-
-    @run_before('sanity')
-    def check_binary(self):
-        self.sanity_patterns = sn.assert_true(os.path.exists(self.executable_path),
-                                              msg='p2p-pvm: no binary after make')
+        return ['-B', 'p2p-pvm', f'PVM_CC={compiler_of(self, stack)}']
 
     @property
     def executable_path(self):
