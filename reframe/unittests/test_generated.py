@@ -12,7 +12,8 @@ import pytest
 from testbed import registry
 
 GENERATE = registry.REPO / 'site' / 'generate.py'
-REPO_DIR = 'spack-envs/repo'     # the hand-written LAM recipe, copied along
+REPO_DIR = 'spack-envs/repo'     # the hand-written recipes (LAM, the apps), copied along
+APPS_RECIPE = 'spack-envs/repo/spack_repo/mpi_testbed/packages/mpi_testbed_apps/package.py'
 
 
 def generate(*args):
@@ -92,8 +93,64 @@ def test_spack_environments_parse_and_pin_the_shared_choices():
     yaml = pytest.importorskip('yaml')      # ReFrame's own dependency; skipped without it
     for path in sorted(registry.REPO.glob('spack-envs/*/spack.yaml')):
         env = yaml.safe_load(path.read_text())['spack']
-        assert len(env['specs']) == 1, path                   # one MPI per environment
+        # one MPI per environment, then the testbed's programs (and HPL) built against it
+        assert [s.split()[0].split('@')[0] for s in env['specs'][1:]] in (
+            ['mpi-testbed-apps'], ['mpi-testbed-apps', 'hpl']), path
         assert env['view'] is False and env['concretizer']['unify'] is True, path
         assert env['packages']['all']['require'] == ['target=x86_64_v3'], path
         for external in ('slurm', 'pmix', 'gcc'):
             assert env['packages'][external]['buildable'] is False, path
+
+
+def recipe_constant(name):
+    """A module-level constant of the hand-written apps recipe, read without Spack."""
+    import ast
+    tree = ast.parse((registry.REPO / APPS_RECIPE).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets] == [name]:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f'{APPS_RECIPE}: no {name}')
+
+
+def test_apps_spec_builds_against_each_stacks_library_from_this_checkout():
+    yaml = pytest.importorskip('yaml')
+    reg = registry.load(registry.DEFAULT_FILE)
+    extra = recipe_constant('EXTRA_SOURCES')
+    for stack in reg.stacks.values():
+        env_dir = registry.REPO / 'spack-envs' / stack.name
+        env = yaml.safe_load((env_dir / 'spack.yaml').read_text())['spack']
+        mpi = env['specs'][0].split()[0].split('@')[0]
+        apps = env['specs'][1]
+        if stack.family == 'pvm':
+            assert apps == f'mpi-testbed-apps +pvm ^{mpi}', stack.name
+        else:
+            assert apps == f'mpi-testbed-apps ^{mpi}', stack.name
+            # the registry's extra sources are the ones the recipe links in for that library
+            assert tuple(stack.extra_sources) == extra.get(mpi, ()), stack.name
+        assert ('hpl@2.3 ^openblas threads=none' in env['specs']) == \
+            (stack.family != 'pvm' and 'no-hpl' not in stack.features), stack.name
+        # the develop path is the repository root, the repos path the recipes' repository
+        develop = env['develop']['mpi-testbed-apps']
+        assert develop['spec'] == 'mpi-testbed-apps@develop'
+        assert (env_dir / develop['path']).resolve() == registry.REPO, stack.name
+        recipes = (env_dir / env['repos']['mpi_testbed']).resolve()
+        assert (recipes / 'packages/mpi_testbed_apps/package.py').is_file(), stack.name
+        assert env['config']['develop_stage_link'].startswith(f'spack-envs/{stack.name}/')
+
+
+def test_apps_recipe_builds_every_mpi_program_of_apps():
+    programs = recipe_constant('MPI_PROGRAMS')
+    for program in programs:
+        makefile = (registry.REPO / 'apps' / program / 'Makefile').read_text()
+        assert f'\n{program}:' in makefile, program      # the target the recipe makes
+    for folder in recipe_constant('FOLDERS'):
+        assert (registry.REPO / 'apps' / folder).is_dir(), folder
+
+
+def test_missing_apps_recipe_is_reported(tmp_path):
+    copy, root = registry_copy(tmp_path, lambda text: text)
+    (root / APPS_RECIPE).unlink()
+    out = generate('--check', '--registry', str(copy), '--root', str(root))
+    assert out.returncode == 1
+    assert out.stderr.splitlines() == [
+        f'missing: {APPS_RECIPE} (every environment needs it; written by hand)']

@@ -76,6 +76,16 @@ class LamMpi(AutotoolsPackage):
         # lamboot, mpirun and the wrappers find their help files and daemons through LAMHOME.
         env.set("LAMHOME", self.prefix)
 
+    def setup_dependent_build_environment(self, env, dependent_spec):
+        # LAM's wrappers call the compiler LAM was configured with, which under Spack was the
+        # compiler wrapper of LAM's own build; a dependent's build (mpi-testbed-apps) names its
+        # own through the variables the wrappers read first (LAM's hcc.cc: LAMMPICC, then
+        # LAMCC, LAMHCC; hf77.cc: LAMMPIF77, then LAMF77).
+        module = dependent_spec.package.module
+        for var, attr in (("LAMMPICC", "spack_cc"), ("LAMMPIF77", "spack_f77")):
+            if getattr(module, attr, None):
+                env.set(var, getattr(module, attr))
+
     def setup_dependent_package(self, module, dependent_spec):
         self.spec.mpicc = join_path(self.prefix.bin, "mpicc")
         self.spec.mpicxx = join_path(self.prefix.bin, "mpic++")
