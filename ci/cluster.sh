@@ -5,7 +5,17 @@
 #                         with MTU 9000: Send-Recv over the quick range (8 B .. 1 MiB), and
 #                         under gige the large range too (bandwidth must stay under the rate).
 #                         Stacks: TESTBED_CLUSTER_STACKS (default mpich-4.0, openmpi-4.1).
-#   ci/cluster.sh full    the same with every stack srun can start and every size range.
+#                         On native and gige also Send-Recv over the quick range for the stacks
+#                         srun cannot start, through the fallback launcher (their own launcher
+#                         and site/cluster/agent), and PVM's matrix (its pvmds on both nodes,
+#                         rank 1 spawned on the other): TESTBED_CLUSTER_FALLBACK_STACKS
+#                         (lam-7.1, pvm-3.4).
+#                         On native, start-up against np (2, 4, 8 ranks over the two nodes):
+#                         TESTBED_CLUSTER_STARTUP_STACKS (openmpi-4.1 by srun, lam-7.1 by the
+#                         fallback; mpich-4.0's start-up program hangs in MPI_Finalize in some
+#                         launches, docs/cluster.md).
+#   ci/cluster.sh full    the same with every stack srun or the fallback can start and every
+#                         size range.
 # Each profile brings the cluster up and takes it down again (also on error or interrupt), then
 # site/cluster/profile_check.py prints MPI as a percentage of raw TCP and asserts that the
 # shaped profile's added latency shows. Reports: reframe/reports/cluster-<profile>.json.
@@ -16,14 +26,21 @@ profile=${1:-quick}; shift || true
 cluster="python3 $repo/site/cluster/cluster.py"
 case "$profile" in
   quick) stacks=${TESTBED_CLUSTER_STACKS:-mpich-4.0,openmpi-4.1}
+         fallback=${TESTBED_CLUSTER_FALLBACK_STACKS:-lam-7.1,pvm-3.4}
+         startup=${TESTBED_CLUSTER_STARTUP_STACKS:-openmpi-4.1,lam-7.1}
+         startup_np=2,4,8 startup_repeats=3
          matrix=(-n 'P2PMatrix.*%size_range=(small|large)') samples=15 ;;
-  full)  stacks=${TESTBED_CLUSTER_STACKS:-}
+  full)  stacks=${TESTBED_CLUSTER_STACKS:-} fallback=${TESTBED_CLUSTER_FALLBACK_STACKS:-pvm-3.4}
+         startup=${TESTBED_CLUSTER_STARTUP_STACKS:-openmpi-4.1,openmpi-5.0,mpich-5.0,lam-7.1}
+         startup_np=2,4,8,16 startup_repeats=5
          matrix=(-n 'P2PMatrix') samples=30 ;;
   *) echo "error: ci/cluster.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;
 esac
+# a comma list of stacks as ReFrame's environment selection (environment names hold no dots)
+environs_of() { echo "^($(echo "$1" | sed 's/\./_/g; s/,/|/g'))\$"; }
 environs=()
 if [ -n "$stacks" ]; then
-    environs=(-p "^($(echo "$stacks" | sed 's/\./_/g; s/,/|/g'))\$")
+    environs=(-p "$(environs_of "$stacks")")
 fi
 export TESTBED_RUN_ID="${TESTBED_RUN_ID:-cluster-$(date +%Y%m%d-%H%M%S)-$$}"
 trap '$cluster down >/dev/null 2>&1 || $cluster down' EXIT
@@ -44,14 +61,32 @@ run_profile() {
     reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
         "${environs[@]}" "$@" -S P2PMatrix.samples="$samples" --report-file "$report" || rc=1
     reports+=("$report")
+    if [ -n "${with_fallback:-}" ] && [ -n "$fallback" ]; then
+        echo "== the same profile, the fallback launcher: $fallback"
+        report="$repo/reframe/reports/cluster-$prof-mtu$mtu-fallback.json"
+        reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
+            -p "$(environs_of "$fallback")" -n "$sendrecv=quick" -n 'PvmMatrix.*%size_range=quick' \
+            -S P2PMatrix.samples="$samples" -S PvmMatrix.samples="$samples" \
+            --report-file "$report" || rc=1
+        reports+=("$report")
+    fi
+    if [ -n "${with_startup:-}" ] && [ -n "$startup" ]; then
+        echo "== the same profile, start-up against np: $startup"
+        startup_report="$repo/reframe/reports/cluster-$prof-mtu$mtu-startup.json"
+        reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
+            -p "$(environs_of "$startup")" -n StartupTime -S StartupTime.np_list="$startup_np" \
+            -S StartupTime.repeats="$startup_repeats" --report-file "$startup_report" || rc=1
+    fi
     $cluster down || rc=1
 }
-run_profile native 1500 "${matrix[@]}" -n "$sendrecv=quick" -n KnobReach
-run_profile gige 1500 -n "$sendrecv=(quick|large)"
+startup_report=''
+with_fallback=1 with_startup=1 run_profile native 1500 "${matrix[@]}" -n "$sendrecv=quick" \
+    -n KnobReach
+with_fallback=1 run_profile gige 1500 -n "$sendrecv=(quick|large)"
 run_profile 10gige 1500 -n "$sendrecv=quick"
 run_profile 10gige 9000 -n "$sendrecv=quick"
 echo "== link profiles: MPI against raw TCP, shaped latency"
 python3 "$repo/site/cluster/profile_check.py" "${reports[@]}" \
-    --out "$repo/reframe/summary-cluster.md" || rc=1
+    ${startup_report:+--startup "$startup_report"} --out "$repo/reframe/summary-cluster.md" || rc=1
 python3 -m testbed.procs --check --cleanup || rc=1
 exit $rc

@@ -67,7 +67,8 @@ def cluster_system():
         'outputdir': OUTPUTDIR,
         'partitions': [{
             'name': f"mtu{state['mtu']}_{state['profile']}",
-            'descr': f"Slurm partition 'cluster', srun with each stack's PMI; "
+            'descr': f"Slurm partition 'cluster', srun with each stack's PMI (or the "
+                     f"stack's own launcher through site/cluster/agent); "
                      f"{link.get('descr', '')}",
             # squeue, not slurm: the emulated cluster keeps no accounting (sacct)
             'scheduler': 'squeue',
@@ -78,15 +79,19 @@ def cluster_system():
                 [f'--uid={REGISTRY.run_as}', f'--gid={REGISTRY.run_as}']
                 if os.geteuid() == 0 else []),
             'max_jobs': 1,
-            # stacks srun can start and that have the partition's knob values (Intel MPI's
-            # wheel has no TCP path here: site/stacks.toml)
-            'environs': [s.environ for s in STACKS if s.srun_mpi and has_values(s, KNOBS)],
+            # stacks srun or the fallback (their own launcher through the agent) can start,
+            # and that have the partition's knob values (Intel MPI's wheel has no TCP path
+            # here: site/stacks.toml)
+            'environs': [s.environ for s in STACKS
+                         if (s.srun_mpi or s.fallback_env) and has_values(s, KNOBS)],
             'processor': {'num_cpus': 1},
             'extras': {'nodes': len(state['nodes']), 'link_profile': state['profile'],
                        'mtu': state['mtu'], 'rate_mbit': link.get('rate_mbit'),
                        'bucket_bytes': state.get('bucket_bytes'),
                        # between nodes: MPI over TCP, measured against raw TCP
                        'knobs': KNOBS,
+                       # the fallback launcher's rsh-style agent: enters a node's namespaces
+                       'fallback_agent': os.path.join(REPO, 'site', 'cluster', 'agent'),
                        'p2p_baselines': 'memcpy,tcp,tcp_poll'},
         }],
     }

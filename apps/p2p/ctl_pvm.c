@@ -224,7 +224,22 @@ int ctl_init(int *argc, char ***argv)
         self[len] = '\0';
         me = 0;
         pvm_catchout(stderr);   /* rank 1's messages come out here */
-        int n = pvm_spawn(self, child, PvmTaskDefault, "", 1, &peer);
+        /* On a virtual machine of several hosts (a cluster's nodes), rank 1 goes to a host
+         * other than rank 0's, as one MPI rank per node does; on one host, beside it. */
+        int flag = PvmTaskDefault, nhost = 0, narch = 0;
+        char *where = "";
+        struct pvmhostinfo *hosts = NULL;
+        if (pvm_config(&nhost, &narch, &hosts) >= 0 && nhost > 1) {
+            int mine = pvm_tidtohost(mytid);
+            for (int i = 0; i < nhost; i++) {
+                if (hosts[i].hi_tid != mine) {
+                    where = hosts[i].hi_name;
+                    flag = PvmTaskHost;
+                    break;
+                }
+            }
+        }
+        int n = pvm_spawn(self, child, flag, where, 1, &peer);
         if (n != 1) {
             fprintf(stderr, "p2p: pvm_spawn of %s failed: %s\n", self,
                     pvm_text(peer));

@@ -27,7 +27,8 @@ static const char usage[] =
     "                       by hand: --launch-epoch-ns $(date +%s%N))\n"
     "  --help               this text\n"
     "Rank 0 prints one line: STARTUP {\"ranks\":n,\"init_s_max\":..,\"init_s_min\":..,\n"
-    "  \"first_message_s\":..,\"library_version\":\"..\"} (seconds since launch).\n";
+    "  \"first_message_s\":..,\"nodes\":..,\"library_version\":\"..\"} (seconds since\n"
+    "  launch; nodes: how many distinct hosts the ranks ran on).\n";
 
 /* Nanoseconds since the epoch, the clock the driver's time.time_ns() reads. */
 static int64_t now_ns(void)
@@ -114,6 +115,28 @@ int main(int argc, char **argv)
     }
     MPI_Gather(&init_s, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 
+    /* How many nodes the ranks ran on (after the timing): a launcher that was asked for two
+     * nodes and put both ranks on one must not count as a two-node launch. */
+    char host[MPI_MAX_PROCESSOR_NAME + 1];
+    int len = 0;
+    memset(host, 0, sizeof host);
+    MPI_Get_processor_name(host, &len);
+    char *hosts = NULL;
+    if (rank == 0 && (hosts = calloc((size_t)size, sizeof host)) == NULL) {
+        fprintf(stderr, "startup: out of memory for %d host names\n", size);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Gather(host, (int)sizeof host, MPI_CHAR, hosts, (int)sizeof host, MPI_CHAR, 0,
+               MPI_COMM_WORLD);
+    int nodes = 0;
+    for (int i = 0; rank == 0 && i < size; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = strcmp(hosts + (size_t)i * sizeof host, hosts + (size_t)j * sizeof host) == 0;
+        nodes += !seen;
+    }
+    free(hosts);
+
     if (rank == 0) {
         double lo = all[0], hi = all[0];
         for (int i = 1; i < size; i++) {
@@ -124,8 +147,8 @@ int main(int argc, char **argv)
         tb_library_version(raw, sizeof raw);
         tb_json_escape(raw, version, sizeof version);
         printf("STARTUP {\"ranks\":%d,\"init_s_max\":%.6f,\"init_s_min\":%.6f,"
-               "\"first_message_s\":%.6f,\"library_version\":\"%s\"}\n",
-               size, hi, lo, (double)(first_ns - launch_ns) / 1e9, version);
+               "\"first_message_s\":%.6f,\"nodes\":%d,\"library_version\":\"%s\"}\n",
+               size, hi, lo, (double)(first_ns - launch_ns) / 1e9, nodes, version);
         fflush(stdout);
         free(all);
     }

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
+from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import BuildError, ReframeError
 
@@ -119,6 +120,54 @@ def compiler_of(test, stack):
     return stack.compiler
 
 
+def job_exit_code(test):
+    """The launch's exit code: the scheduler's, or where it cannot tell (squeue keeps no
+    accounting) what the job script printed after the launch; None if neither knows."""
+    if test.job.exitcode is not None:
+        return test.job.exitcode
+    path = os.path.join(test.stagedir, test.stderr.evaluate())
+    try:
+        with open(path, errors='replace') as fh:
+            found = re.findall(r'^TESTBED-EXIT (\d+)$', fh.read(), re.M)
+    except OSError:
+        return None
+    return int(found[-1]) if found else None
+
+
+def fallback_launch(test, reg, stack, ntasks):
+    """The fallback where srun cannot start a stack (LAM, whose ranks need lamd), for a test
+    on a Slurm partition: the stack's own launcher argv for `ntasks` ranks, which reaches the
+    job's other nodes through the partition's rsh-style agent (extras fallback_agent: site/
+    cluster/agent on the emulated cluster, ssh on a site) from a host file of the job's nodes
+    that the registry's fallback_env names; lamboot boots over the same file. Sets the job's
+    variables and the host file's line; the launcher options that bind to this machine's
+    cores are left out (each node's processes are held to its own cores, as under srun)."""
+    part = test.current_partition
+    if not stack.fallback_env:
+        raise ReframeError(f'{reg.path}: stacks.{stack.name}: neither srun_mpi nor '
+                           f'fallback_env is set, so nothing starts this stack on '
+                           f'{part.fullname} (measure: site/cluster/launcher_table.py)')
+    agent = part.extras.get('fallback_agent', 'ssh')
+    hostfile = os.path.join(test.stagedir, 'fallback-hosts')
+    test.env_vars.update(job_env(stack.fallback_settings(agent, hostfile)))
+    line = stack.fallback_hostline.replace('{host}', '&')  # plain words (the registry)
+    test.prerun_cmds.insert(0, f'scontrol show hostnames "$SLURM_JOB_NODELIST" | '
+                               f"sed 's/.*/{line}/' > fallback-hosts")
+    return stack.launch_command(ntasks, test.knobs if hasattr(test, 'knobs') else None,
+                                options=False)
+
+
+def as_job_account(test, reg):
+    """A Slurm partition's job runs as the job account (sbatch --uid, the partition's access
+    options) and writes into the stage directory, so that account owns it; the script prints
+    the launch's exit code (squeue keeps no accounting, job_exit_code reads it)."""
+    test.postrun_cmds.insert(0, 'echo "TESTBED-EXIT $?" >&2')
+    if drop_privileges(reg):
+        account = pwd.getpwnam(reg.run_as)
+        os.chown(test.stagedir, account.pw_uid, account.pw_gid)
+        test.env_vars['HOME'] = account.pw_dir
+
+
 class AppBuild(rfm.CompileOnlyRegressionTest):
     """Build one program of apps/ once per stack (use as fixture(..., scope='environment'))."""
     app = variable(str)
@@ -136,7 +185,9 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
             raise BuildError(reason)
         self.sourcepath = self.app          # make -C <app> inside the staged apps/
         self.build_system.flags_from_environ = False
-        self.build_system.options = self.make_options(stack)
+        # -B: a binary left in a checkout's apps/ (a build by hand, another stack's) is
+        # staged along and would count as current (seen: an MPICH knobs under Open MPI)
+        self.build_system.options = ['-B'] + self.make_options(stack)
         self.build_system.max_concurrency = 2
 
     def make_options(self, stack):
@@ -187,7 +238,11 @@ class StackLaunch(rfm.RegressionMixin):
         drop = drop_privileges(reg)
         # The partition's knob values (e.g. transport=tcp between the nodes of a cluster)
         # under the test's own; recorded in self.knobs, so that the report says what ran.
-        self.knobs = {**self.current_partition.extras.get('knobs', {}), **self.knobs}
+        # A stack without such a knob (PVM: TCP is its only path) runs as it is, as
+        # site/local.py's has_values admits it.
+        part_knobs = {k: v for k, v in self.current_partition.extras.get('knobs', {}).items()
+                      if k in stack.knobs}
+        self.knobs = {**part_knobs, **self.knobs}
         try:
             env, knob_opts = stack.knob_settings(self.knobs)
             argv = stack.launch_command(self.num_tasks, self.knobs)
@@ -209,8 +264,12 @@ class StackLaunch(rfm.RegressionMixin):
             full = [registry.shell_word(a) for a in drop + argv]
             self.job.launcher.modifier = full[0]
             self.job.launcher.modifier_options = full[1:]
-        elif launcher == 'srun':
+        elif launcher == 'srun' and stack.srun_mpi:
             self.launch_with_srun(reg, stack, knob_opts)
+            drop = []         # the job already runs as the job account
+        elif launcher == 'srun':
+            self.launch_with_agent(reg, stack)
+            drop = []
         else:
             raise ReframeError(f'{self.current_partition.fullname}: launcher {launcher!r}: the '
                                f'testbed launches with local (the stack\'s own) or srun')
@@ -289,28 +348,15 @@ class StackLaunch(rfm.RegressionMixin):
         return code
 
     def exit_code(self):
-        """The launch's exit code: the scheduler's, or where it cannot tell (squeue keeps no
-        accounting) what the job script printed after the launch; None if neither knows."""
-        if self.job.exitcode is not None:
-            return self.job.exitcode
-        path = os.path.join(self.stagedir, self.stderr.evaluate())
-        try:
-            with open(path, errors='replace') as fh:
-                found = re.findall(r'^TESTBED-EXIT (\d+)$', fh.read(), re.M)
-        except OSError:
-            return None
-        return int(found[-1]) if found else None
+        return job_exit_code(self)
 
     def launch_with_srun(self, reg, stack, knob_opts):
         """srun starts the ranks with the PMI the registry names for the stack, as the job
-        account (srun --uid: the job itself is root's); knobs travel in the environment."""
-        if not stack.srun_mpi:
-            raise ReframeError(f'{reg.path}: stacks.{stack.name}.srun_mpi: not set, so srun '
-                               f'cannot start this stack (measure: site/cluster/'
-                               f'launcher_table.py)')
+        account (sbatch --uid: the job is the account's); knobs travel in the environment."""
         if stack.boot:
-            raise ReframeError(f'{reg.path}: stacks.{stack.name}: boots daemons ({stack.boot}); '
-                               f'under srun that needs the fallback launcher, not built yet')
+            raise ReframeError(f'{reg.path}: stacks.{stack.name}: boots daemons ({stack.boot}) '
+                               f'and names srun_mpi: its ranks need the daemons, so drop '
+                               f'srun_mpi and use fallback_env')
         if knob_opts:
             raise ReframeError(f'{reg.path}: stacks.{stack.name}.knobs {self.knobs}: launcher '
                                f'options {knob_opts} exist for the stack\'s own launcher only; '
@@ -318,14 +364,17 @@ class StackLaunch(rfm.RegressionMixin):
                                f'variables)')
         self.job.launcher.options = [f'--mpi={stack.srun_mpi}'] + \
             list(self.job.launcher.options)
-        # squeue (no accounting) cannot tell a job's exit code: the script says it itself
-        self.postrun_cmds.insert(0, 'echo "TESTBED-EXIT $?" >&2')
-        if drop_privileges(reg):
-            # The partition submits the job as the job account (its access options): the job
-            # writes its output into the stage directory, so that account owns it.
-            account = pwd.getpwnam(reg.run_as)
-            os.chown(self.stagedir, account.pw_uid, account.pw_gid)
-            self.env_vars['HOME'] = account.pw_dir
+        as_job_account(self, reg)
+
+    def launch_with_agent(self, reg, stack):
+        """The fallback (fallback_launch) as the job's launcher: the stack's own, run in the
+        job script on the first node. Knobs that are launcher options pass here."""
+        argv = fallback_launch(self, reg, stack, self.num_tasks)
+        self.job.launcher = getlauncher('local')()
+        full = [registry.shell_word(a) for a in argv]
+        self.job.launcher.modifier = full[0]
+        self.job.launcher.modifier_options = full[1:]
+        as_job_account(self, reg)
 
     def inject_slowdown(self):
         """Proof that references bite: with TESTBED_INJECT_SLOWDOWN=F in ReFrame's environment

@@ -34,8 +34,9 @@ PEER_DEBS = ['netpipe-mpich2', 'netpipe-openmpi', 'netpipe-lam',
              'netpipe-pvm']     # NPpvm: the peer of the pvm-3.4 stack (tests/pvm_matrix.py)
 # The emulated cluster (site/cluster/cluster.py): Slurm 22.05 with munge, iproute2's ip and tc
 # for the namespaces and shaped links. The package's daemons are not started (no systemd here);
-# the cluster starts its own, with its own key and configuration.
-CLUSTER_DEBS = ['slurm-wlm', 'slurm-wlm-basic-plugins', 'munge', 'iproute2']
+# the cluster starts its own, with its own key and configuration. sudo: the fallback launcher's
+# agent (site/cluster/agent) enters another node's namespaces, which only root may.
+CLUSTER_DEBS = ['slurm-wlm', 'slurm-wlm-basic-plugins', 'munge', 'iproute2', 'sudo']
 # make report's check (reframe/unittests/test_report.py) renders the page in headless Chromium.
 REPORT_DEBS = ['chromium']
 HPL_SOURCE = 'src/hpcc'      # under the testbed home; apps/hpl/build.sh --src-dir

@@ -108,6 +108,12 @@ class Stack:
     #: how srun starts this stack's ranks on a Slurm partition (pmi2 | pmix), as measured by
     #: site/cluster/launcher_table.py; empty: srun cannot, the stack runs on local partitions
     srun_mpi: str = ''
+    #: the fallback where srun cannot start the ranks: the stack's own launcher reaches the
+    #: job's other nodes through an rsh-style agent (site/cluster/agent here, ssh on a site).
+    #: Environment variables that make it do so: {agent} is the agent, {hostfile} a file the
+    #: job writes with one fallback_hostline per node ({host} its name)
+    fallback_env: dict = field(default_factory=dict)
+    fallback_hostline: str = '{host}'
     #: the library's configure flags: what a source build passes to ./configure; for other
     #: origins what the packager used, when known. Recorded with every result.
     configure: tuple = ()
@@ -123,6 +129,11 @@ class Stack:
     def environ(self):
         """ReFrame's name for this stack's environment (ReFrame names allow no dots)."""
         return self.name.replace('.', '_')
+
+    def fallback_settings(self, agent, hostfile):
+        """The fallback launch's environment: the agent and the job's host file filled in."""
+        return {k: self._expand(v).replace('{agent}', agent).replace('{hostfile}', hostfile)
+                for k, v in self.fallback_env.items()}
 
     def _expand(self, text):
         # {job} becomes the job script's PID: unique per job, for per-job daemon sessions.
@@ -153,11 +164,13 @@ class Stack:
             opts += o
         return env, opts
 
-    def launch_command(self, ntasks, knobs=None):
-        """The full launcher argv (without the program) for `ntasks` ranks."""
+    def launch_command(self, ntasks, knobs=None, options=True):
+        """The full launcher argv (without the program) for `ntasks` ranks; `options`
+        False leaves out launcher_options (binding to this machine's cores), not the knobs'."""
         _, knob_opts = self.knob_settings(knobs)
         argv = [self._expand(a).replace('{ntasks}', str(ntasks)) for a in self.launcher]
-        return argv + [self._expand(a) for a in self.launcher_options] + knob_opts
+        mine = [self._expand(a) for a in self.launcher_options] if options else []
+        return argv + mine + knob_opts
 
 
 def _fail(path, where, message):
@@ -241,7 +254,8 @@ def _knob(path, where, name, raw):
 
 REQUIRED = ('family', 'origin', 'cc', 'launcher')
 OPTIONAL = ('launcher_options', 'env', 'features', 'boot', 'halt', 'wipe', 'extra_sources',
-            'self_bind', 'knobs', 'srun_mpi', 'configure', 'version', *ORIGIN_ONLY)
+            'self_bind', 'knobs', 'srun_mpi', 'fallback_env', 'fallback_hostline', 'configure',
+            'version', *ORIGIN_ONLY)
 SRUN_MPI = ('pmi2', 'pmix')
 
 
@@ -290,6 +304,16 @@ def _stack(path, name, raw, prefix_root):
     srun_mpi = raw.get('srun_mpi', '')
     if srun_mpi and srun_mpi not in SRUN_MPI:
         _fail(path, f'{where}.srun_mpi', f'{srun_mpi!r} is not one of {", ".join(SRUN_MPI)}')
+    fallback_env = _str_table(path, f'{where}.fallback_env', raw.get('fallback_env', {}))
+    hostline = _str(path, f'{where}.fallback_hostline', raw.get('fallback_hostline', '{host}'))
+    # written into the job script through sed: the node's name and plain words only
+    if '{host}' not in hostline or not re.fullmatch(r'[A-Za-z0-9 =:_.-]*',
+                                                    hostline.replace('{host}', '')):
+        _fail(path, f'{where}.fallback_hostline', f'{hostline!r} must contain {{host}} and '
+              f'otherwise only letters, digits, spaces and = : _ . -')
+    if fallback_env and not any('{hostfile}' in v for v in fallback_env.values()):
+        _fail(path, f'{where}.fallback_env', 'no variable names {hostfile}: the launcher would '
+              'not know the job\'s nodes')
     features = _str_list(path, f'{where}.features', raw.get('features', []))
     for i, feature in enumerate(features):
         if feature.startswith('no-') and feature[3:] not in TEST_FAMILIES:
@@ -317,6 +341,7 @@ def _stack(path, name, raw, prefix_root):
         self_bind=_bool(path, f'{where}.self_bind', raw.get('self_bind', False)),
         knobs={k: _knob(path, f'{where}.knobs.{k}', k, v) for k, v in knobs_raw.items()},
         srun_mpi=_str(path, f'{where}.srun_mpi', srun_mpi) if srun_mpi else '',
+        fallback_env=fallback_env, fallback_hostline=hostline,
         # one ./configure argument per item ("--with-rsh=ssh -x" stays one word)
         configure=_str_list(path, f'{where}.configure', raw.get('configure', [])),
         version=_str(path, f'{where}.version', raw['version']) if 'version' in raw else '',

@@ -83,6 +83,7 @@ class PvmMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     @run_before('run')
     def set_command(self):
+        self.spread_over_nodes()     # on a cluster: rank 1 spawned on the other node
         self.executable = self.build.executable_path
         self.executable_opts = ['--pvm-route', self.route, '--sizes', self.size_range,
                                 '--samples', str(self.samples), '--min-time-ms',
@@ -99,7 +100,8 @@ class PvmMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     @sanity_function
     def validate(self):
         return sn.all([
-            sn.assert_eq(self.job.exitcode, 0, msg='p2p-pvm exited with {0}, expected {1}'),
+            sn.assert_eq(sn.defer(self.exit_code()), 0,
+                         msg='p2p-pvm exited with {0}, expected {1}'),
             sn.assert_found(r'^PVMD-BOOT \{', os.path.join(self.stagedir, 'daemon-boot.log'),
                             msg='no PVMD-BOOT record: the pvmd was not booted by this job'),
             sn.assert_found(r'^P2P-END \{', self.stdout, msg='no P2P-END record: cut short'),
@@ -127,6 +129,8 @@ class PvmMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         if problem:
             return problem
         run = records(self._out(), 'P2P-RUN')[0]
+        if self.num_tasks_per_node == 1 and run['host'] == run['host_rank1']:
+            return f"both ranks ran on {run['host']}: one per node was asked for"
         if run['cpus_allowed'] != [1, 1] or run['cpus_start'][0] == run['cpus_start'][1]:
             return f"ranks not on a core each: {run['cpus_start']}, {run['cpus_allowed']}"
         return True
@@ -225,6 +229,9 @@ class PvmStartup(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     @run_before('run')
     def set_command(self):
+        nodes = self.current_partition.extras.get('nodes', 1)
+        if nodes >= 2:          # a cluster: the virtual machine spans the job's nodes
+            self.num_tasks, self.num_tasks_per_node = nodes, 1
         exe = shlex.quote(self.build.executable_path)
         loop = '; '.join(f'{exe} {n} {self.repeats + 1} || exit $?' for n in self.np_list)
         self.executable = 'sh'
@@ -236,7 +243,8 @@ class PvmStartup(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     @sanity_function
     def validate(self):
         return sn.all([
-            sn.assert_eq(self.job.exitcode, 0, msg='pvm-spawn exited with {0}, expected {1}'),
+            sn.assert_eq(sn.defer(self.exit_code()), 0,
+                         msg='pvm-spawn exited with {0}, expected {1}'),
             sn.assert_eq(sn.count(sn.extractall(r'^PVM-SPAWN \{', self.stdout)),
                          len(self.np_list) * (self.repeats + 1),
                          msg='{0} PVM-SPAWN records, expected {1}'),

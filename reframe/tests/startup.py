@@ -17,8 +17,10 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed.checks import (APPS, AppBuild, ReferenceLookup, drop_privileges, job_env,  # noqa
-                            stack_of)
+from reframe.core.backends import getlauncher  # noqa: E402
+from reframe.core.exceptions import ReframeError  # noqa: E402
+from testbed.checks import (APPS, AppBuild, ReferenceLookup, as_job_account,  # noqa: E402
+                            drop_privileges, fallback_launch, job_env, job_exit_code, stack_of)
 from testbed.perf import lookup, set_perf_variables  # noqa: E402
 
 
@@ -40,6 +42,8 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
     build = fixture(StartupBuild, scope='environment')
     library_version = variable(str, value='unknown')
     stack_name = variable(str, value='')
+    #: the knob values the launches ran with (the partition's; otherwise the defaults)
+    knobs = variable(typ.Dict[str, str], value={})
     tags = {'startup', 'app'}
 
     def perf_variable_names(self):
@@ -55,22 +59,51 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
     def set_command(self):
         reg, stack = stack_of(self)
         self.stack_name = stack.name
-        launcher = shlex.join(stack.launch_command('{np}'))
-        # The knobs' defaults act through the library's environment variables, as in every
-        # other test (site/stacks.toml): written into the job script, inherited by the launches.
-        self.env_vars.update(job_env(stack.knob_settings()[0]))
-        self.executable = sys.executable
+        on_slurm = self.current_partition.launcher_type.registered_name == 'srun'
+        # The knobs' defaults, under the partition's values (transport=tcp between the nodes
+        # of a cluster), act through the library's environment variables, as in every other
+        # test (site/stacks.toml): written into the job script, inherited by the launches.
+        self.knobs = {k: v for k, v in self.current_partition.extras.get('knobs', {}).items()
+                      if k in stack.knobs}
+        env, knob_opts = stack.knob_settings(self.knobs)
+        self.env_vars.update(job_env(env))
+        if on_slurm:
+            launcher = shlex.join(self.slurm_launcher(reg, stack, knob_opts))
+        else:
+            launcher = shlex.join(stack.launch_command('{np}', self.knobs))
+        # On a Slurm partition the driver runs as the job account on the first node: the
+        # system's Python (the standard library is all it needs), not ReFrame's under /root.
+        self.executable = '/usr/bin/python3' if on_slurm else sys.executable
         self.executable_opts = [
             str(APPS / 'startup' / 'launch_times.py'), '--launcher', shlex.quote(launcher),
             '--np', ','.join(map(str, self.np_list)), '--repeats', str(self.repeats),
             '--json', 'startup.json']
-        if drop_privileges(reg):
+        if drop_privileges(reg) and not on_slurm:
             self.executable_opts += ['--run-as', reg.run_as]
         if stack.boot:
             self.executable_opts += ['--boot', shlex.quote(shlex.join(stack.boot)),
                                      '--halt', shlex.quote(shlex.join(stack.halt))]
         self.executable_opts += ['--', self.build.executable_path]
         self.keep_files = ['startup.json']
+
+    def slurm_launcher(self, reg, stack, knob_opts):
+        """On a Slurm partition: the driver runs in the job script on the first of the job's
+        nodes (one task per node), and each launch starts np ranks over them, with srun and the
+        stack's PMI, or with the fallback (the stack's own launcher through the agent; lamboot
+        over the same nodes). More ranks than the nodes' cores: srun --overcommit; such runs
+        are start-up figures of an oversubscribed job, like np 4 and more on the local 2 cores."""
+        nodes = self.current_partition.extras.get('nodes', 1)
+        self.num_tasks = nodes
+        self.num_tasks_per_node = 1
+        self.job.launcher = getlauncher('local')()
+        as_job_account(self, reg)
+        if stack.srun_mpi:
+            if knob_opts:
+                raise ReframeError(f'{reg.path}: stacks.{stack.name}.knobs {self.knobs}: '
+                                   f'launcher options {knob_opts} cannot pass through srun')
+            return ['srun', f'--mpi={stack.srun_mpi}', '--overcommit', '-N', str(nodes),
+                    '-n', '{np}']
+        return fallback_launch(self, reg, stack, '{np}')
 
     def _data(self):
         with open(os.path.join(self.stagedir, 'startup.json')) as fh:
@@ -82,7 +115,8 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
     @sanity_function
     def validate(self):
         return sn.all([
-            sn.assert_eq(self.job.exitcode, 0, msg='launch_times.py exited with {0}'),
+            sn.assert_eq(sn.defer(job_exit_code(self)), 0,
+                         msg='launch_times.py exited with {0}'),
             sn.assert_eq(sn.count(sn.extractall(r'^STARTUP-LAUNCH \{', self.stdout)),
                          len(self.np_list) * (1 + self.repeats),
                          msg='{0} launches recorded, expected {1}'),

@@ -109,3 +109,33 @@ def test_up_twice_then_a_killed_slurmd_then_down(clean):
         job.wait()
     r = cluster('down')
     assert r.returncode == 0 and 'removed' in r.stdout
+
+
+def test_the_fallback_agent_enters_a_node_as_the_job_account(clean):
+    """The agent runs a command inside another node (its hostname, address and core) as the
+    account that called it; the sudo rule that allows this exists only while the cluster is up,
+    and lends nothing to root or to a name that is not a node."""
+    sys.path.insert(0, str(REPO / 'reframe'))
+    from testbed import registry
+    account = registry.load().run_as
+    sudoers = Path('/etc/sudoers.d/mpi-testbed-cluster')
+    r = cluster('up', '--nodes', '2')
+    assert r.returncode == 0, r.stderr
+    assert oct(sudoers.stat().st_mode & 0o777) == '0o440'
+    agent = str(REPO / 'site' / 'cluster' / 'agent')
+    as_account = ['setpriv', f'--reuid={account}', f'--regid={account}', '--init-groups']
+    r = subprocess.run(as_account + [agent, 'node2', '-n',
+                                     'hostname; id -un; ip -4 -o addr show eth0; '
+                                     'grep Cpus_allowed_list /proc/self/status'],
+                       capture_output=True, text=True, timeout=30, cwd='/')
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == 'node2' and lines[1] == account and '198.18.0.12/24' in lines[2]
+    assert lines[3].split()[-1] == str(1 % os.cpu_count())     # node2's core
+    r = subprocess.run(as_account + [agent, 'node7', 'true'], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 3 and 'node7 has no slurmd running' in r.stderr
+    r = subprocess.run([agent, 'node2', 'true'], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0      # root is not the job account: sudo's rule is not for it
+    r = cluster('down')
+    assert r.returncode == 0 and not sudoers.exists()

@@ -92,6 +92,13 @@ launcher = ["mpiexec.x", "-n", "{ntasks}"]
     (lambda t: t + 'configure = "--x"\n', 'stacks.x-1.0.configure', 'expected a list'),
     (lambda t: t + 'features = ["mpi", "no-hlp"]\n', 'stacks.x-1.0.features[1]',
      "'no-hlp' opts out of no test family"),
+    # the fallback launch: a host file named, a host line that sed can write safely
+    (lambda t: t + 'fallback_env = { X_AGENT = "{agent}" }\n', 'stacks.x-1.0.fallback_env',
+     'no variable names {hostfile}'),
+    (lambda t: t + 'fallback_hostline = "node slots=1"\n', 'stacks.x-1.0.fallback_hostline',
+     'must contain {host}'),
+    (lambda t: t + 'fallback_hostline = "{host}/s;x"\n', 'stacks.x-1.0.fallback_hostline',
+     'only letters, digits'),
 ])
 def test_malformed_entry_names_file_and_field(tmp_path, edit, field, message):
     path = tmp_path / 'stacks.toml'
@@ -101,6 +108,21 @@ def test_malformed_entry_names_file_and_field(tmp_path, edit, field, message):
     text = str(err.value)
     assert text.startswith(f'{path}: ')
     assert field in text and message in text
+
+
+def test_fallback_settings_fill_agent_hostfile_and_job(tmp_path):
+    path = tmp_path / 'stacks.toml'
+    path.write_text(GOOD + 'fallback_env = { X_RSH = "{agent}", X_HOSTS = "{hostfile}", '
+                           'X_ID = "t{job}" }\nfallback_hostline = "{host} cpu=1"\n')
+    stack = registry.load(path).stacks['x-1.0']
+    assert stack.fallback_settings('/a/agent', '/s/hosts') == {
+        'X_RSH': '/a/agent', 'X_HOSTS': '/s/hosts', 'X_ID': f't{registry.JOB_PID}'}
+    assert stack.fallback_hostline == '{host} cpu=1'
+    # the fallback leaves out the launcher options (they bind to one machine's cores)
+    path.write_text(GOOD + 'launcher_options = ["-bind-to", "core"]\n')
+    stack = registry.load(path).stacks['x-1.0']
+    assert stack.launch_command(2, options=False) == ['mpiexec.x', '-n', '2']
+    assert stack.launch_command(2)[-2:] == ['-bind-to', 'core']
 
 
 def test_good_minimal_entry_loads(tmp_path):

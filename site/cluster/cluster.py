@@ -7,7 +7,11 @@ library see separate nodes and traffic between ranks crosses a real TCP/IP stack
     cluster.py up [--nodes N] [--profile NAME] [--mtu 1500|9000]
     cluster.py status
     cluster.py down
-    cluster.py exec NODE -- COMMAND...     run a command inside a node (the fallback agent)
+    cluster.py exec NODE -- COMMAND...     run a command inside a node, as root (for a person)
+
+The fallback launcher's agent, for jobs: site/cluster/agent (as the job account, through sudo
+and site/cluster/enter-node, which `up` copies into the cluster's folder and allows in
+/etc/sudoers.d/mpi-testbed-cluster; `down` removes both).
 
 Run as root. Everything lives under /run/mpi-testbed-cluster (TESTBED_CLUSTER_DIR); `down` finds
 what to remove by name and by that folder, so it also works after a crash or an interrupted `up`.
@@ -36,6 +40,8 @@ SUBNET = '198.18.0'                  # RFC 2544 benchmarking range; /24 of it
 HOST_ADDR = f'{SUBNET}.1'
 CTL = {'name': 'tbctl', 'ns': PREFIX + 'ctl', 'veth': PREFIX + 'v0', 'addr': f'{SUBNET}.2'}
 SLURM_PLUGINS = '/usr/lib/x86_64-linux-gnu/slurm-wlm'
+SUDOERS = os.environ.get('TESTBED_CLUSTER_SUDOERS', '/etc/sudoers.d/mpi-testbed-cluster')
+REPO = os.path.dirname(os.path.dirname(HERE))
 
 
 class ClusterError(Exception):
@@ -306,6 +312,7 @@ def up(n_nodes, profile_name, mtu):
         for n in nodes:
             add_link(n, mtu)
             shaping[n['name']] = shape(n, prof, mtu)
+        allow_agent()
         start_munge()
         start_in(CTL, CTL['name'], ['slurmctld', '-D', '-i', '-f', f'{RUN}/slurm.conf'],
                  f'{RUN}/log/slurmctld.out')
@@ -332,6 +339,36 @@ def up(n_nodes, profile_name, mtu):
           f"{profile_name}, MTU {mtu}; SLURM_CONF={RUN}/slurm.conf")
 
 
+def job_account():
+    sys.path.insert(0, os.path.join(REPO, 'reframe'))
+    from testbed import registry
+    return registry.load().run_as
+
+
+def allow_agent():
+    """Let the job account enter the nodes through the fallback agent: a root-owned copy of
+    enter-node in the cluster's folder (root's 0755, so the account cannot change what sudo
+    runs) and one sudoers rule for it alone, checked by visudo before it is put in place."""
+    account = job_account()
+    if not account.replace('-', '').replace('_', '').isalnum():
+        raise ClusterError(f'defaults.run_as: {account!r} is not a plain account name')
+    target = f'{RUN}/enter-node'
+    with open(os.path.join(HERE, 'enter-node')) as fh:
+        text = fh.read().replace('run=/run/mpi-testbed-cluster\n', f'run={RUN}\n', 1)
+    with open(target, 'w') as fh:
+        fh.write(text)
+    os.chmod(target, 0o755)
+    if not shutil.which('sudo'):
+        raise ClusterError('sudo is not installed (the fallback agent needs it): run `make setup`')
+    tmp = f'{RUN}/sudoers'
+    with open(tmp, 'w') as fh:
+        fh.write(f'# made by site/cluster/cluster.py up; removed by down\n'
+                 f'{account} ALL=(root) NOPASSWD: {target}\n')
+    os.chmod(tmp, 0o440)
+    sh('visudo', '-c', '-q', '-f', tmp)
+    shutil.move(tmp, SUDOERS)
+
+
 def keep_logs():
     """Copy the daemons' logs out of RUN (which `down` removes) so a failure can be read."""
     dest = os.environ.get('TESTBED_CLUSTER_LOGS', '/var/tmp/mpi-testbed-cluster-logs')
@@ -356,7 +393,8 @@ def our_links():
 
 def leftovers():
     """Names of this project's namespaces, links and daemons that exist now."""
-    return our_netns() + our_links() + [f'pid {p}' for p in daemon_pids()]
+    return our_netns() + our_links() + [f'pid {p}' for p in daemon_pids()] + (
+        [SUDOERS] if os.path.exists(SUDOERS) else [])
 
 
 def daemon_pids():
@@ -401,6 +439,8 @@ def down(quiet=False):
         sh('ip', 'netns', 'del', ns, check=False)
     for name in our_links():
         sh('ip', 'link', 'del', name, check=False)
+    if os.path.exists(SUDOERS):
+        os.remove(SUDOERS)
     shutil.rmtree(RUN, ignore_errors=True)
     left = leftovers()
     if left:

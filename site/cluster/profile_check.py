@@ -10,7 +10,10 @@ prints:
     at 1 MiB (100 / time_over_tcp), per profile and stack;
   - the 8-byte half round trip under each shaped profile against native (reported: the
     kernel here has no netem, so a profile adds no delay; links.toml);
-  - MTU 9000 against 1500 on the same profile (1 MiB bandwidth), where both were run.
+  - MTU 9000 against 1500 on the same profile (1 MiB bandwidth), where both were run;
+  - with --startup REPORT: start-up against np on the cluster (StartupTime's warm medians: to
+    the return of MPI_Init on the slowest rank, and to the launcher's exit; a daemon boot
+    apart), per stack and how it was launched.
 Large-message bandwidth at or below the shaped rate is asserted by P2PMatrix itself, in every
 run. Asserted here: every report holds its cases (a profile whose run measured nothing fails),
 and MPI over a shaped link is slower at 1 MiB than over native. Exit 1 when an assertion fails,
@@ -31,35 +34,65 @@ class InputError(Exception):
     pass
 
 
-def cases(report_path):
-    """(partition, stack) -> {size: row of the mpi transport} for Send-Recv/complete, quick."""
+def testcases(report_path):
+    """Every test case of a ReFrame report."""
     try:
         with open(report_path) as fh:
             report = json.load(fh)
     except (OSError, json.JSONDecodeError) as e:
         raise InputError(f'{report_path}: {e}')
+    return [tc for run in report.get('runs', []) for tc in run.get('testcases', [])]
+
+
+def cases(report_path):
+    """(partition, stack) -> {size: row of the mpi transport} for Send-Recv/complete, quick."""
     out = {}
-    for run in report.get('runs', []):
-        for tc in run.get('testcases', []):
-            if (not tc.get('name', '').startswith('P2PMatrix') or tc.get('result') != 'pass'
-                    or tc.get('size_range') != 'quick'
-                    or tc.get('mode') not in ('Send-Recv/complete', ['Send-Recv', 'complete'])):
-                continue
-            path = os.path.join(tc['outputdir'], 'p2p_sizes.csv')
-            try:
-                with open(path) as fh:
-                    rows = list(csv.DictReader(line for line in fh if not line.startswith('#')))
-            except OSError as e:
-                raise InputError(f'{report_path}: case {tc["display_name"]}: {e}')
-            table = {}
-            for r in rows:
-                if r['transport'] == 'mpi' and int(r['size_bytes']) in SIZES:
-                    table[int(r['size_bytes'])] = r
-            missing = [s for s in SIZES if s not in table]
-            if missing:
-                raise InputError(f'{path}: no mpi row for size(s) {missing}')
-            out[(tc['partition'], tc['stack_name'])] = table
+    for tc in testcases(report_path):
+        if (not tc.get('name', '').startswith('P2PMatrix') or tc.get('result') != 'pass'
+                or tc.get('size_range') != 'quick'
+                or tc.get('mode') not in ('Send-Recv/complete', ['Send-Recv', 'complete'])):
+            continue
+        path = os.path.join(tc['outputdir'], 'p2p_sizes.csv')
+        try:
+            with open(path) as fh:
+                rows = list(csv.DictReader(line for line in fh if not line.startswith('#')))
+        except OSError as e:
+            raise InputError(f'{report_path}: case {tc["display_name"]}: {e}')
+        table = {}
+        for r in rows:
+            if r['transport'] == 'mpi' and int(r['size_bytes']) in SIZES:
+                table[int(r['size_bytes'])] = r
+        missing = [s for s in SIZES if s not in table]
+        if missing:
+            raise InputError(f'{path}: no mpi row for size(s) {missing}')
+        out[(tc['partition'], tc['stack_name'])] = table
     return out
+
+
+def startup_lines(report_path):
+    """Start-up against np from the StartupTime cases of a report (their startup.json)."""
+    lines = ['', '| link profile | stack | launch | np | to MPI_Init (s) | to exit (s) | '
+             'daemon boot (s) |', '|---|---|---|---:|---:|---:|---:|']
+    for tc in testcases(report_path):
+        if not tc.get('name', '').startswith('StartupTime') or tc.get('result') != 'pass':
+            continue
+        path = os.path.join(tc['outputdir'], 'startup.json')
+        try:
+            with open(path) as fh:
+                data = json.load(fh)
+            launcher = data['launcher'].split()[0]
+            boot = data['boot']['boot_s']
+            for row in data['summary']:
+                lines.append(f"| {tc['partition']} | {tc['stack_name']} | "
+                             f"{'srun' if launcher == 'srun' else 'fallback: ' + launcher} "
+                             f"| {row['np']} | {row['warm_median_init_s']:.3f} | "
+                             f"{row['warm_median_exit_s']:.3f} | "
+                             f"{'' if boot is None else f'{boot:.3f}'} |")
+        except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+            raise InputError(f'{path}: {e!r}')
+    if len(lines) == 3:
+        raise InputError(f'{report_path}: no passed StartupTime case')
+    return lines
 
 
 def pct(row, layer):
@@ -71,6 +104,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('reports', nargs='+')
     ap.add_argument('--out')
+    ap.add_argument('--startup', help='a report with StartupTime cases of the cluster')
     a = ap.parse_args(argv)
     with open(os.path.join(HERE, 'links.toml'), 'rb') as fh:
         profiles = tomllib.load(fh)
@@ -118,6 +152,11 @@ def main(argv=None):
                 hi, lo = float(t[1048576]['bandwidth_MBps']), float(other[1048576]['bandwidth_MBps'])
                 lines.append(f'- {stack}: 1 MiB on {part.replace("mtu9000_", "")}: MTU 9000 '
                              f'{hi:.0f} MB/s, MTU 1500 {lo:.0f} MB/s (x{hi / lo:.2f})')
+    if a.startup:
+        try:
+            lines += startup_lines(a.startup)
+        except InputError as e:
+            failures.append(str(e))
     text = '\n'.join(lines) + '\n'
     print(text, end='')
     if a.out:
