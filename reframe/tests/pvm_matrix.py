@@ -143,6 +143,11 @@ class PvmMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         size = SCHEDULES[self.size_range][-1]
         if size < self.DIRECTION_MIN_SIZE:
             return None
+        if self.route == 'daemon' and self.num_tasks_per_node == 1:
+            # Between two nodes through the daemons, the copy InPlace saves (about 0.1 ms at
+            # 1 MiB) is about 1% of the transfer (7-8 ms here), under the spread between
+            # samples (CV 5-11%): reported, not asserted (docs/pvm.md).
+            return None
         inplace, raw = (self._row('send-recv', e, size)['min_us'] for e in ('inplace', 'raw'))
         if inplace > raw:
             return (f'send-recv {self.route} at {size} bytes: InPlace {inplace:.1f} us slower '
