@@ -316,12 +316,21 @@ class StackLaunch(rfm.RegressionMixin):
         if stack.boot:
             halt = shlex.join(stack.halt) + (f' || {shlex.join(stack.wipe)}'
                                              if stack.wipe else '')
-            # the stage is the host's (not the job account's to write): logs in the container
+            # the stage is the host's (not the job account's to write): logs in the container;
+            # the boot's log then goes to the job's stderr (boot_log: PVM's PVMD-BOOT record)
             script = (f'{shlex.join(stack.boot)} > /tmp/daemon-boot.log 2>&1 || '
                       f'{{ echo "{stack.boot[0]} failed:" >&2; cat /tmp/daemon-boot.log >&2; '
-                      f'exit 1; }}; "$@"; rc=$?; {halt} > /tmp/daemon-halt.log 2>&1; exit $rc')
+                      f'exit 1; }}; cat /tmp/daemon-boot.log >&2; "$@"; rc=$?; '
+                      f'{halt} > /tmp/daemon-halt.log 2>&1; exit $rc')
             cmd += ['sh', '-c', script, 'sh']
         return [registry.shell_word(a) for a in cmd + argv]
+
+    def boot_log(self):
+        """Where the daemons' boot said what it did: daemon-boot.log in the stage, or, for a
+        launch inside an image (which cannot write the stage), the job's stderr."""
+        path = os.path.join(self.stagedir, 'daemon-boot.log')
+        return path if os.path.exists(path) else \
+            os.path.join(self.stagedir, self.stderr.evaluate())
 
     def spread_over_nodes(self):
         """On a partition of several nodes (extras 'nodes'), one rank per node, so that the

@@ -102,7 +102,7 @@ class PvmMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         return sn.all([
             sn.assert_eq(sn.defer(self.exit_code()), 0,
                          msg='p2p-pvm exited with {0}, expected {1}'),
-            sn.assert_found(r'^PVMD-BOOT \{', os.path.join(self.stagedir, 'daemon-boot.log'),
+            sn.assert_found(r'^PVMD-BOOT \{', self.boot_log(),
                             msg='no PVMD-BOOT record: the pvmd was not booted by this job'),
             sn.assert_found(r'^P2P-END \{', self.stdout, msg='no P2P-END record: cut short'),
             sn.assert_eq(self._checked(), True, msg='{0}'),
@@ -170,7 +170,7 @@ class PvmMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     @sn.deferrable
     def _boot_s(self):
-        with open(os.path.join(self.stagedir, 'daemon-boot.log')) as fh:
+        with open(self.boot_log()) as fh:
             found = re.search(r'^PVMD-BOOT (\{.*\})$', fh.read(), re.M)
         return json.loads(found.group(1))['boot_s']
 
