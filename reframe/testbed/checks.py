@@ -150,11 +150,25 @@ def fallback_launch(test, reg, stack, ntasks):
     agent = part.extras.get('fallback_agent', 'ssh')
     hostfile = os.path.join(test.stagedir, 'fallback-hosts')
     test.env_vars.update(job_env(stack.fallback_settings(agent, hostfile)))
-    line = stack.fallback_hostline.replace('{host}', '&')  # plain words (the registry)
-    test.prerun_cmds.insert(0, f'scontrol show hostnames "$SLURM_JOB_NODELIST" | '
-                               f"sed 's/.*/{line}/' > fallback-hosts")
-    return stack.launch_command(ntasks, test.knobs if hasattr(test, 'knobs') else None,
-                                options=False)
+    test.prerun_cmds.insert(0, stack.fallback_hostfile_command('fallback-hosts'))
+    return stack.launch_command(ntasks, test.knobs, options=False)
+
+
+def partition_knobs(test, stack):
+    """The knob values the test's partition sets (transport=tcp between the nodes of a
+    cluster) that the stack has; a stack without such a knob (PVM: TCP is its only path) runs
+    as it is, as site/local.py's has_values admits it."""
+    return {k: v for k, v in test.current_partition.extras.get('knobs', {}).items()
+            if k in stack.knobs}
+
+
+def one_task_on_each_node(test):
+    """On a partition of several nodes (extras 'nodes'), a job of one task on each: a driver
+    on the first node starts the ranks over all of them itself; call after setup."""
+    nodes = test.current_partition.extras.get('nodes', 1)
+    if nodes >= 2:
+        test.num_tasks, test.num_tasks_per_node = nodes, 1
+    return nodes
 
 
 def as_job_account(test, reg):
@@ -238,11 +252,7 @@ class StackLaunch(rfm.RegressionMixin):
         drop = drop_privileges(reg)
         # The partition's knob values (e.g. transport=tcp between the nodes of a cluster)
         # under the test's own; recorded in self.knobs, so that the report says what ran.
-        # A stack without such a knob (PVM: TCP is its only path) runs as it is, as
-        # site/local.py's has_values admits it.
-        part_knobs = {k: v for k, v in self.current_partition.extras.get('knobs', {}).items()
-                      if k in stack.knobs}
-        self.knobs = {**part_knobs, **self.knobs}
+        self.knobs = {**partition_knobs(self, stack), **self.knobs}
         try:
             env, knob_opts = stack.knob_settings(self.knobs)
             argv = stack.launch_command(self.num_tasks, self.knobs)

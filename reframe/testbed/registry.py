@@ -135,6 +135,13 @@ class Stack:
         return {k: self._expand(v).replace('{agent}', agent).replace('{hostfile}', hostfile)
                 for k, v in self.fallback_env.items()}
 
+    def fallback_hostfile_command(self, path):
+        """The job-script line that writes the fallback's host file at `path` (relative to the
+        job's directory): one fallback_hostline per node of the Slurm job. The line holds plain
+        words only (checked when the registry loads), so it goes into sed as it is."""
+        line = self.fallback_hostline.replace('{host}', '&')
+        return f'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed \'s/.*/{line}/\' > {path}'
+
     def _expand(self, text):
         # {job} becomes the job script's PID: unique per job, for per-job daemon sessions.
         return text.replace('{prefix}', self.prefix).replace('{job}', JOB_PID)

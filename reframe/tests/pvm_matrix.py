@@ -26,7 +26,7 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed.checks import (APPS, AppBuild, ReferenceLookup, StackLaunch, compiler_of,  # noqa: E402
-                            records, stack_of)
+                            one_task_on_each_node, records, stack_of)
 from testbed.perf import set_perf_variables  # noqa: E402
 from testbed.sizes import SCHEDULES  # noqa: E402
 
@@ -234,9 +234,7 @@ class PvmStartup(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     @run_before('run')
     def set_command(self):
-        nodes = self.current_partition.extras.get('nodes', 1)
-        if nodes >= 2:          # a cluster: the virtual machine spans the job's nodes
-            self.num_tasks, self.num_tasks_per_node = nodes, 1
+        one_task_on_each_node(self)     # a cluster: the virtual machine spans the job's nodes
         exe = shlex.quote(self.build.executable_path)
         loop = '; '.join(f'{exe} {n} {self.repeats + 1} || exit $?' for n in self.np_list)
         self.executable = 'sh'

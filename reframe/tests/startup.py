@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from reframe.core.backends import getlauncher  # noqa: E402
 from reframe.core.exceptions import ReframeError  # noqa: E402
 from testbed.checks import (APPS, AppBuild, ReferenceLookup, as_job_account,  # noqa: E402
-                            drop_privileges, fallback_launch, job_env, job_exit_code, stack_of)
+                            drop_privileges, fallback_launch, job_env, job_exit_code,
+                            one_task_on_each_node, partition_knobs, stack_of)
 from testbed.perf import lookup, set_perf_variables  # noqa: E402
 
 
@@ -63,8 +64,7 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
         # The knobs' defaults, under the partition's values (transport=tcp between the nodes
         # of a cluster), act through the library's environment variables, as in every other
         # test (site/stacks.toml): written into the job script, inherited by the launches.
-        self.knobs = {k: v for k, v in self.current_partition.extras.get('knobs', {}).items()
-                      if k in stack.knobs}
+        self.knobs = partition_knobs(self, stack)
         env, knob_opts = stack.knob_settings(self.knobs)
         self.env_vars.update(job_env(env))
         if on_slurm:
@@ -92,9 +92,7 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
         stack's PMI, or with the fallback (the stack's own launcher through the agent; lamboot
         over the same nodes). More ranks than the nodes' cores: srun --overcommit; such runs
         are start-up figures of an oversubscribed job, like np 4 and more on the local 2 cores."""
-        nodes = self.current_partition.extras.get('nodes', 1)
-        self.num_tasks = nodes
-        self.num_tasks_per_node = 1
+        nodes = one_task_on_each_node(self)
         self.job.launcher = getlauncher('local')()
         as_job_account(self, reg)
         if stack.srun_mpi:

@@ -118,6 +118,8 @@ def test_fallback_settings_fill_agent_hostfile_and_job(tmp_path):
     assert stack.fallback_settings('/a/agent', '/s/hosts') == {
         'X_RSH': '/a/agent', 'X_HOSTS': '/s/hosts', 'X_ID': f't{registry.JOB_PID}'}
     assert stack.fallback_hostline == '{host} cpu=1'
+    assert stack.fallback_hostfile_command('hosts') == (
+        'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed \'s/.*/& cpu=1/\' > hosts')
     # the fallback leaves out the launcher options (they bind to one machine's cores)
     path.write_text(GOOD + 'launcher_options = ["-bind-to", "core"]\n')
     stack = registry.load(path).stacks['x-1.0']

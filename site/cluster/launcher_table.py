@@ -115,10 +115,9 @@ def fallback_script(stack, exe):
     file, the daemons (timed: BOOT-S), the stack's own launcher, the daemons' halt."""
     agent = os.path.join(REPO, 'site', 'cluster', 'agent')
     env = {**stack.environment, **stack.fallback_settings(agent, 'fallback-hosts')}
-    line = stack.fallback_hostline.replace('{host}', '&')
     launch = shlex.join(stack.launch_command(2, options=False) + [exe])
     lines = [*(f'export {k}={registry.shell_word(v)}' for k, v in env.items()),
-             f'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed \'s/.*/{line}/\' > fallback-hosts']
+             stack.fallback_hostfile_command('fallback-hosts')]
     if stack.boot:
         halt = shlex.join(stack.halt) + (f' || {shlex.join(stack.wipe)}' if stack.wipe else '')
         lines += [f'trap "{{ {halt}; }} > halt.log 2>&1" EXIT',
