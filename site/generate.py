@@ -34,9 +34,11 @@ OCI_DIR = '/var/tmp/mpi-testbed-oci'     # podman save writes here, apptainer bu
 # The stacks whose configure flags were read on the embedded default (2026-11-23). For each:
 # the Spack package, the real version, and every variant with the flag or output it mirrors.
 # docs/spack-and-containers.md quotes the same lines in full.
-NEWER = ('{what} is newer than builtin packages v2025.11.0 (which cannot list it): '
-         'concretizing needs a newer builtin repository or a version() with its checksum '
-         'in spack-envs/repo')
+NEWER = ('{what} is newer than builtin packages v2025.11.0 and than the newest snapshot of '
+         'them reachable here (2026-07-01): pinned with @= it concretizes (Spack 1.1 takes an '
+         'exact version its recipe does not list), but spack install will not fetch it '
+         'without a checksum: add a version() with the release\'s sha256 in spack-envs/repo, '
+         'or a newer builtin repository that lists it')
 KNOWN = {
     'mpich-4.0': ('mpich', '4.0.2', 'mpichversion (Debian mpich 4.0.2-3+b1)', [
         ('device=ch4', '"MPICH Device: ch4:ucx", --with-device=ch4:ucx'),
@@ -89,10 +91,8 @@ KNOWN = {
     'intel-mpi-2021': ('intel-oneapi-mpi', '2021.19.0', 'impi_info (PyPI impi-devel==2021.19.0)', [
         # a binary release: nothing to configure; what it can reach is runtime choice
         ('(no variants)', 'impi_info: "I_MPI_FABRICS=<ofi|shm:ofi>"; the registry runs shm only'),
-        ('(left)', 'builtin packages v2025.11.0 list intel-oneapi-mpi up to 2021.17.0 '
-                   '(concretizer, docs/spack-and-containers.md): as for the 5.0 stacks, '
-                   'concretizing needs a newer builtin repository or a version() with its '
-                   'checksum in spack-envs/repo'),
+        ('(left)', NEWER.format(what='Intel MPI 2021.19.0 (builtin lists up to 2021.17.0; '
+                                     'its installer\'s URL cannot be guessed either)')),
     ]),
 }
 
@@ -135,13 +135,13 @@ def stack_spec(stack):
         choices = flag_choices(stack)
         variants = ' '.join(v for v, _ in choices if not v.startswith('('))
         version = stack.version or stack.name.rsplit('-', 1)[-1]
-        return f'{package}@{version} {variants}'.strip(), choices, \
+        return f'{pin(package, version)} {variants}'.strip(), choices, \
             f'{stack.origin} build, site/stacks.toml'
     if stack.name in KNOWN:
         package, version, source, choices = KNOWN[stack.name]
         variants = ' '.join(v for v, _ in choices if not v.startswith(('^', '(')))
         deps = ' '.join(v for v, _ in choices if v.startswith('^'))
-        return ' '.join(filter(None, [f'{package}@{version}', variants, deps])), choices, source
+        return ' '.join(filter(None, [pin(package, version), variants, deps])), choices, source
     if stack.origin == 'spack':          # the registry already holds a Spack spec: keep it
         return stack.packages[0], [], None
     package, variants = FAMILY[stack.family]
@@ -152,7 +152,7 @@ def stack_spec(stack):
         variants = [*variants, '+legacylaunchers']        # else mpirun is a stub on 4.x
     if stack.family == 'mvapich2' and stack.srun_mpi:
         variants = [*variants, 'process_managers=slurm']
-    return ' '.join([f'{package}@{version}', *variants]), [], None
+    return ' '.join([pin(package, version), *variants]), [], None
 
 
 def comment(variant, why):
@@ -161,8 +161,13 @@ def comment(variant, why):
     return [f'  #   {variant if i == 0 else "":<26} {text}' for i, text in enumerate(lines)]
 
 
+def pin(package, version):
+    """One exact version: @= (not @, a range that 4.0.2.1 would also satisfy)."""
+    return f'{package}@={version}'
+
+
 def stack_version(stack):
-    return stack_spec(stack)[0].split()[0].split('@', 1)[-1]
+    return stack_spec(stack)[0].split()[0].split('@', 1)[-1].lstrip('=')
 
 
 def origin_text(stack):

@@ -57,7 +57,7 @@ srun_mpi = "pmi2"
     assert 'stale' not in out.stderr and 'orphan' not in out.stderr
     # generating from the copy writes them, pinned to the wheel's version, and the check passes
     assert generate('--registry', str(copy), '--root', str(root)).returncode == 0
-    assert '- mpich@4.3.2 device=ch4 netmod=ofi' in \
+    assert '- mpich@=4.3.2 device=ch4 netmod=ofi' in \
         (root / 'spack-envs/mpich-4.3/spack.yaml').read_text()
     assert 'install.py --image --stacks mpich-4.3' in \
         (root / 'containers/mpich-4.3/Containerfile').read_text()
@@ -97,6 +97,8 @@ def test_spack_environments_parse_and_pin_the_shared_choices():
         assert [s.split()[0].split('@')[0] for s in env['specs'][1:]] in (
             ['mpi-testbed-apps'], ['mpi-testbed-apps', 'hpl']), path
         assert env['view'] is False and env['concretizer']['unify'] is True, path
+        # the library pinned to exactly one version (@=), never a range (@4.0.2 takes 4.0.2.1)
+        assert '@=' in env['specs'][0].split()[0], path
         assert env['packages']['all']['require'] == ['target=x86_64_v3'], path
         for external in ('slurm', 'pmix', 'gcc'):
             assert env['packages'][external]['buildable'] is False, path
