@@ -154,6 +154,13 @@ int pvm_p2p_wait(int call, int tag)
             pvm_p2p_fail("pvm_recv", bid);
         int bytes, got, from;
         pvm_bufinfo(bid, &bytes, &got, &from);
+        if (got != PVM_TAG_EXIT && from != peer) {
+            /* The virtual machine is shared by the job's launches (a peer benchmark's tasks
+             * before ours): what does not come from the partner is nothing of this run. */
+            fprintf(stderr, "p2p: rank %d: ignored a message with tag %d (%d bytes) from"
+                    " t%x, not the partner t%x\n", me, got, bytes, from, peer);
+            continue;
+        }
         if (got == tag)
             return bid;
         if (got == PVM_TAG_EXIT) {
@@ -189,9 +196,12 @@ static void ctl_send(const void *buf, int n)
 
 static void ctl_recv(void *buf, int n)
 {
-    pvm_p2p_wait(PR_RECV, PVM_TAG_CTL);
+    int bid = pvm_p2p_wait(PR_RECV, PVM_TAG_CTL);
+    int bytes = -1, tag = 0, from = 0;
+    pvm_bufinfo(bid, &bytes, &tag, &from);
     if (n > 0 && pvm_upkbyte(buf, n, 1) < 0) {
-        fprintf(stderr, "p2p: rank %d: a control message shorter than %d bytes\n", me, n);
+        fprintf(stderr, "p2p: rank %d: a control message of %d bytes from t%x (the partner is"
+                " t%x) where %d bytes were due\n", me, bytes, from, peer, n);
         ctl_abort(2);
     }
 }

@@ -149,14 +149,15 @@ static void set_slots(struct run *r, long size)
 
 /* ---- the round trips: the only code inside the timed region ---- */
 
-struct cursor { unsigned char *s, *r; long k; const struct arena *a; };
+/* r0: where receives start, the receive buffer, or the send buffer itself (shared). */
+struct cursor { unsigned char *s, *r; long k; const struct arena *a; unsigned char *r0; };
 
 static inline void advance(struct cursor *c)
 {
     if (++c->k == c->a->nslots) {
         c->k = 0;
         c->s = c->a->send;
-        c->r = c->a->recv;
+        c->r = c->r0;
     } else {
         c->s += c->a->stride;
         c->r += c->a->stride;
@@ -226,15 +227,28 @@ static double sample(struct run *r, struct channel *ch, long size,
     long used = msgs < a->nslots ? msgs : a->nslots;
     uint32_t mine = pattern_seed(me, size, idx);
     uint32_t theirs = t->local ? mine : pattern_seed(1 - me, size, idx);
-    struct cursor cur = { a->send, a->recv, 0, a };
+    /* NetPIPE's layout (--buffers shared, two-sided transports): each rank sends from and
+     * receives into one buffer, and rank 1 echoes rank 0's message. Rank 1 starts from rank
+     * 0's pattern inverted, so its check catches a message that never landed; rank 0 can
+     * only check that the echo is its own pattern. */
+    int shared = r->o->shared_buffer && !t->local;
+    unsigned char *rbuf = shared ? a->send : a->recv;
+    uint32_t expect = shared ? pattern_seed(0, size, idx) : theirs;
+    struct cursor cur = { a->send, rbuf, 0, a, rbuf };
     double dt = 0;
 
     if (active) {
         for (long k = 0; k < used; k++) {
+            if (shared) {
+                fill(a->send + (size_t)k * a->stride, size, expect, me == 1);
+                continue;
+            }
             fill(a->send + (size_t)k * a->stride, size, mine, 0);
             fill(a->recv + (size_t)k * a->stride, size, theirs, 1);
         }
-        if (me == 1 && first && r->o->corrupt_at == size)
+        /* the test switch: the sender of the checked message spoils it (shared: rank 0's,
+         * which rank 1 checks; its own fill is what rank 1's receive overwrites) */
+        if (me == (shared ? 0 : 1) && first && r->o->corrupt_at == size)
             for (long k = 0; k < used; k++)
                 a->send[(size_t)k * a->stride + (size_t)n / 2] ^= 0xA5;
         /* A sample with fewer messages than slots would find the slots it
@@ -267,9 +281,9 @@ static double sample(struct run *r, struct channel *ch, long size,
         die(r, ch, size, what);
     }
     for (long k = 0; k < used; k++) {
-        const unsigned char *p = a->recv + (size_t)k * a->stride;
+        const unsigned char *p = rbuf + (size_t)k * a->stride;
         for (long j = 0; j < size; j++) {
-            unsigned char want = pattern_byte(theirs, (size_t)j);
+            unsigned char want = pattern_byte(expect, (size_t)j);
             if (p[j] != want) {
                 snprintf(what, sizeof what, "slot %ld byte %ld is 0x%02x, "
                          "expected 0x%02x", k, j, p[j], want);
@@ -529,11 +543,13 @@ static void print_run_record(struct run *r, const char *host, const char *host1,
            "\"cpus_allowed\":[%d,%d],\"self_bound\":%s,"
            "\"clock\":\"CLOCK_MONOTONIC\",\"clock_resolution_ns\":%.4g,"
            "\"timer_cost_ns\":%.4g,\"samples\":%d,\"min_sample_ms\":%.4g,"
-           "\"cache\":\"%s\",\"ring_bytes\":%ld,\"llc_bytes\":%ld,\"sizes\":",
+           "\"cache\":\"%s\",\"buffers\":\"%s\",\"ring_bytes\":%ld,\"llc_bytes\":%ld,"
+           "\"sizes\":",
            cpu[0], cpu[1], bound[0], bound[1], ncpu[0], ncpu[1],
            o->bind_self ? "true" : "false",
            ctl_clock_resolution() * 1e9, timer_cost * 1e9, o->samples,
            o->min_time_s * 1e3, o->cache_cold ? "cold" : "warm",
+           o->shared_buffer ? "shared" : "separate",
            o->cache_cold ? (long)r->a.len : 0L, r->llc_bytes);
     json_str(o->sizes_arg);
     printf("}\n");
@@ -654,7 +670,7 @@ int main(int argc, char **argv)
 #endif
         hs.setup(&hs, 1, err, sizeof err);
         set_slots(&r, 1);
-        struct cursor cur = { r.a.send, r.a.recv, 0, &r.a };
+        struct cursor cur = { r.a.send, r.a.recv, 0, &r.a, r.a.recv };
         ctl_barrier();
         if (rank == 0)
             trips_initiator(&hs, &cur, 1, HANDSHAKE_TRIPS);

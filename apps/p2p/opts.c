@@ -25,6 +25,10 @@ void p2p_usage(void)
 "  --min-time-ms T   a sample lasts at least T ms (default 1; 0.01..10000)\n"
 "  --cache MODE      warm (default: one buffer reused, as NetPIPE and IMB)\n"
 "                    or cold (a ring of buffers twice the last-level cache)\n"
+"  --buffers LAYOUT  separate (default: a send and a receive buffer, as IMB)\n"
+"                    or shared (one buffer per rank for both, as NetPIPE;\n"
+"                    rank 1 echoes what it received; two-sided transports,\n"
+"                    --variant complete, --cache warm)\n"
 "  --transport T     mpi (default), shm, memcpy, tcp or tcp_poll: what is\n"
 "                    measured (tcp: blocking socket; tcp_poll: busy-polled);\n"
 "                    rma: MPI one-sided, with --rma-op and --rma-sync\n"
@@ -249,6 +253,7 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
     o->samples = 30;
     o->min_time_s = 1e-3;
     o->cache_cold = 0;
+    o->shared_buffer = 0;
     o->transport = T_MPI;
     o->baselines = BASE_SHM | BASE_MEMCPY;
     o->pair = -1;
@@ -285,6 +290,7 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
             strcmp(name, "--pair") && strcmp(name, "--variant") &&
             strcmp(name, "--stack") && strcmp(name, "--corrupt-at") &&
             strcmp(name, "--min-time-ms") && strcmp(name, "--cache") &&
+            strcmp(name, "--buffers") &&
             strcmp(name, "--transport") && strcmp(name, "--baselines") &&
             strcmp(name, "--rma-op") && strcmp(name, "--rma-sync")) {
             snprintf(err, errlen, "p2p: unknown option '%s' (see --help)", a);
@@ -349,6 +355,13 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
                 snprintf(err, errlen, "p2p: --cache: '%s' is not warm or cold", val);
                 return 2;
             }
+        } else if (!strcmp(name, "--buffers")) {
+            if (!strcmp(val, "separate"))    o->shared_buffer = 0;
+            else if (!strcmp(val, "shared")) o->shared_buffer = 1;
+            else {
+                snprintf(err, errlen, "p2p: --buffers: '%s' is not separate or shared", val);
+                return 2;
+            }
         } else if (!strcmp(name, "--transport")) {
             if (!strcmp(val, "mpi"))         o->transport = T_MPI;
             else if (!strcmp(val, "shm"))    o->transport = T_SHM;
@@ -395,6 +408,14 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
     if ((o->baselines & BASE_MPI) && o->transport != T_RMA) {
         snprintf(err, errlen, "p2p: --baselines: mpi (two-sided Send-Recv) is a"
                  " baseline of --transport rma only");
+        return 2;
+    }
+    /* One buffer: a receive posted ahead would be pending on the buffer being sent (erroneous
+     * in MPI); a window is one-sided; NetPIPE's layout is one buffer, not a ring. */
+    if (o->shared_buffer && (o->variant != VAR_COMPLETE || o->transport == T_RMA ||
+                             o->cache_cold)) {
+        snprintf(err, errlen, "p2p: --buffers shared: only with --variant complete, --cache"
+                 " warm and a two-sided transport");
         return 2;
     }
     if (parse_sizes(sizes, o, err, errlen))

@@ -31,6 +31,7 @@ struct options {
     int samples;          /* timed samples per size (passes) */
     double min_time_s;    /* a sample lasts at least this long */
     int cache_cold;       /* 0: one buffer reused; 1: a ring larger than the LLC */
+    int shared_buffer;    /* 1: send from and receive into one buffer (NetPIPE's layout) */
     int transport;        /* enum transport_kind: what is measured */
     int baselines;        /* bit set of enum baseline */
     int pair;             /* index into the pair table, or -1 for all */

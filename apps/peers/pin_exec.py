@@ -19,8 +19,9 @@ import shutil
 import subprocess
 import sys
 
-# Where each launcher puts the rank in MPI_COMM_WORLD: Hydra (MPICH, Intel MPI), Open MPI, LAM.
-RANK_VARS = ('PMI_RANK', 'OMPI_COMM_WORLD_RANK', 'LAMRANK')
+# Where each launcher puts the rank in MPI_COMM_WORLD: Hydra (MPICH, Intel MPI), Open MPI, LAM;
+# TESTBED_RANK for a program started with no launcher (NetPIPE's PVM module: apps/pvm/nppvm-pair).
+RANK_VARS = ('PMI_RANK', 'OMPI_COMM_WORLD_RANK', 'LAMRANK', 'TESTBED_RANK')
 MPI_LIBRARIES = ('libmpi.so', 'libmpich.so', 'liblam.so')
 
 

@@ -84,15 +84,17 @@ def _figures(tc):
 
 def render(report):
     """Markdown lines: per stack and size, ours (mean and min), IMB t_avg, NetPIPE time, and
-    the ratios; [] when the report has no PeerCompare case."""
+    the ratios; [] when the report has no PeerCompare or PvmPeerCompare case."""
+    # PvmPeerCompare (tests/pvm_peers.py): p2p-pvm against NetPIPE's PVM module, same columns
     cases = [tc for tc in final_cases(report)
-             if tc['name'].startswith('PeerCompare') and not tc.get('fixture')]
+             if tc['name'].startswith(('PeerCompare', 'PvmPeerCompare')) and not tc.get('fixture')]
     if not cases:
         return []
     lines = ['### Peers: apps/p2p Send-Recv beside IMB-MPI1 PingPong and NetPIPE 3.7.2\n',
              'Half round trip in us (microseconds). Ours: mean against IMB t_avg (IMB times '
              'one loop), minimum against NetPIPE (the least of its trials). Asserted: within '
-             'a factor 1.1 at 8 and 1,048,576 bytes.\n',
+             'a factor 1.1 at 8 and 1,048,576 bytes. On pvm-3.4: p2p-pvm send-recv '
+             'direct-inplace against NetPIPE\'s PVM module (NPpvm).\n',
              '| stack | bytes | ours mean | IMB t_avg | ours/IMB | ours min | NetPIPE | '
              'ours/NetPIPE | result |', '|---|---:|---:|---:|---:|---:|---:|---:|---|']
     for tc in cases:

@@ -121,3 +121,36 @@ def test_a_bad_pvm_option_names_it(job):
     proc = job(job.p2p, '--pvm-route', 'sideways')
     assert proc.returncode == 2 and "--pvm-route: 'sideways' is not daemon or direct" in \
         proc.stderr, proc.stderr
+
+
+def test_shared_buffers_run_and_say_so(job):
+    """NetPIPE's layout (--buffers shared): one buffer per task, rank 1 echoes; recorded."""
+    assert job.pvmd_job('boot').returncode == 0
+    proc = job(job.p2p, '--sizes', '8,1001', '--samples', '2', '--buffers', 'shared',
+               '--baselines', 'tcp', '--pvm-send', 'send', '--pvm-recv', 'recv',
+               '--pvm-encoding', 'inplace', '--pvm-route', 'direct')
+    assert proc.returncode == 0, proc.stderr
+    assert '"buffers":"shared"' in proc.stdout
+    assert 'P2P-END' in proc.stdout
+
+
+def test_shared_buffers_still_catch_a_corrupted_payload(job):
+    """Rank 1 starts from rank 0's pattern inverted and checks what lands: a spoiled message
+    (rank 0 corrupts it, the test switch) fails the run on rank 1."""
+    assert job.pvmd_job('boot').returncode == 0
+    proc = job(job.p2p, '--sizes', '8,1001', '--samples', '2', '--buffers', 'shared',
+               '--corrupt-at', '1001', '--baselines', 'none', '--pvm-send', 'send',
+               '--pvm-recv', 'recv', '--pvm-encoding', 'inplace')
+    assert proc.returncode == 3, (proc.returncode, proc.stderr)
+    assert 'payload check failed on rank 1: transport pvm pair send-recv variant ' \
+           'daemon-inplace size 1001 bytes' in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--buffers', 'one'], "--buffers: 'one' is not separate or shared"),
+    (['--buffers', 'shared', '--cache', 'cold'], '--buffers shared: only with'),
+])
+def test_bad_buffer_layouts_are_refused(job, argv, message):
+    assert job.pvmd_job('boot').returncode == 0      # p2p-pvm enrols before it reads options
+    proc = job(job.p2p, *argv)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr

@@ -1,0 +1,241 @@
+"""PVM through our timing core beside NetPIPE's PVM module, in one job, on the same pvmd.
+
+NetPIPE 3.7.2's NPpvm (Debian netpipe-pvm) sends with pvm_initsend(PvmDataInPlace) +
+pvm_pkbyte + pvm_send on the direct route (PvmRouteDirect) and receives with pvm_recv +
+pvm_upkbyte (NetPIPE's src/pvm.c): our p2p-pvm case send-recv, variant direct-inplace. NetPIPE
+sends from and receives into one buffer (args.s_buff = args.r_buff in netpipe.c); ours runs the
+same way here (--buffers shared) for the comparison, and once more with its default separate
+buffers, reported beside it: on this machine the layout alone moves 64 KiB by +15 % and 1 MiB
+by -8 % (docs/pvm.md).
+
+Statistic, as in PeerCompare for NetPIPE's MPI modules: our minimum (over samples of a sample's
+mean half round trip) against NetPIPE's time (the least of its 3 trials of about 0.1 s, a trial's
+loop time / repeats / 2), both the least over all rounds; asserted within a factor 1.1 at 8 bytes
+and 1 MiB, 1 KiB and 64 KiB reported. The launches alternate in `rounds` passes (NetPIPE at each
+size, then ours, shared and separate), so that a change of the machine's state in mid-job hits
+all alike: on this 2-core VM whole-machine states move the 8-byte figure of both between 7 and
+11 us.
+
+Pinning: p2p-pvm pins itself (--bind-self: rank r on the r-th CPU the job may use); NPpvm's two
+tasks are pinned by pin_exec.py by the same rule (apps/pvm/nppvm-pair). Sanity asserts each of
+every launch's two tasks ran on a CPU of its own. The side-by-side table is peers.csv in the
+stage directory; the summary shows it beside the MPI peers (testbed/peer_table.py).
+"""
+import csv
+import glob
+import json
+import os
+import pwd
+import shutil
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import fixture, run_before, sanity_function, variable
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+from testbed.checks import APPS, StackLaunch, drop_privileges, records, stack_of  # noqa: E402
+from testbed.peer_table import netpipe_repetitions, parse_netpipe  # noqa: E402
+from testbed.perf import set_perf_variables  # noqa: E402
+from testbed.registry import shell_join  # noqa: E402
+from pvm_matrix import PvmBuild  # noqa: E402
+
+SIZES = [8, 1024, 65536, 1048576]
+ASSERTED = [8, 1048576]
+FACTOR = 1.10
+#: NPpvm's calls, as our records name them
+PAIR, VARIANT = 'send-recv', 'direct-inplace'
+#: our buffer layouts, the compared one (NetPIPE's) first
+LAYOUTS = ['shared', 'separate']
+
+
+@rfm.simple_test
+class PvmPeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
+    descr = 'p2p-pvm send-recv direct-inplace against NetPIPE 3.7.2 NPpvm on the same pvmd'
+    # one host: NPpvm is started by hand and its tasks would not spread over a cluster's nodes
+    valid_systems = ['testbed-local']
+    valid_prog_environs = ['+pvm']
+    # apps/pvm holds pvmd-job (the registry's boot and halt) and nppvm-pair
+    sourcesdir = str(APPS / 'pvm')
+    num_tasks = 2
+    num_tasks_per_node = 2
+    time_limit = '5m'
+    build = fixture(PvmBuild, scope='environment')
+    tags = {'peers', 'pvm'}
+    #: our samples per size, spread evenly over the rounds, each at least min_time_ms long:
+    #: as NetPIPE's 3 trials of about 0.1 s a round, so that both minima are over windows of
+    #: one length (with 1 ms samples ours caught the machine's short fast spells that
+    #: NetPIPE's trials average out: 8 bytes 0.79 in one run of seven)
+    samples = variable(int, value=9)
+    min_time_ms = variable(float, value=100.0)
+    rounds = variable(int, value=3)
+    #: every figure of the comparison, 'netpipe_<size>B_<kind>' (also when sanity fails)
+    peer_figures = variable(typ.Dict[str, float], value={})
+
+    @run_before('run')
+    def define_perf(self):
+        set_perf_variables(self, {
+            f'netpipe_{size}B_{kind}': (unit, self._figure(f'netpipe_{size}B_{kind}'))
+            for size in SIZES
+            for kind, unit in (('ours', 'us'), ('peer', 'us'), ('ratio', 'ours/peer'))} | {
+            f'separate_{size}B_ratio': ('separate/shared', self._figure(f'separate_{size}B_ratio'))
+            for size in SIZES})
+
+    @sn.deferrable
+    def _figure(self, name):
+        return self.peer_figures[name]
+
+    @run_before('run')
+    def set_commands(self):
+        reg, stack = stack_of(self)
+        out = os.path.join(self.stagedir, 'peers')
+        os.makedirs(out, exist_ok=True)
+        shutil.copy(APPS / 'peers' / 'pin_exec.py', self.stagedir)
+        drop = drop_privileges(reg)
+        if drop:        # the tasks write NetPIPE's files and their records here
+            account = pwd.getpwnam(reg.run_as)
+            os.chown(out, account.pw_uid, account.pw_gid)
+        p2p = [self.build.executable_path, '--pvm-route', 'direct', '--pvm-send', 'send',
+               '--pvm-recv', 'recv', '--pvm-encoding', 'inplace',
+               '--sizes', ','.join(map(str, SIZES)),
+               '--samples', str(max(1, self.samples // self.rounds)),
+               '--min-time-ms', str(self.min_time_ms),
+               '--stack', stack.name, '--bind-self']
+        launch = stack.launch_command(self.num_tasks, self.knobs)
+        commands = []
+        for k in range(1, self.rounds + 1):
+            for size in SIZES:
+                tag = f'netpipe-{size}-r{k}'
+                commands.append(shell_join(drop + ['sh', './nppvm-pair', str(size),
+                                                   os.path.join(out, f'{tag}.out'),
+                                                   os.path.join(out, tag)]) + f' > {tag}.log 2>&1')
+            for layout in LAYOUTS:
+                commands.append(shell_join(drop + launch + p2p + ['--buffers', layout]) +
+                                f' > p2p-{layout}-r{k}.log 2>&1')
+        # the last one (ours, separate buffers, last round) is the job's own launch
+        self.prerun_cmds += commands[:-1]
+        self.executable = p2p[0]
+        self.executable_opts = p2p[1:] + ['--buffers', LAYOUTS[-1]]
+
+    def p2p_log(self, layout, k):
+        if (layout, k) == (LAYOUTS[-1], self.rounds):
+            return os.path.join(self.stagedir, self.stdout.evaluate())
+        return os.path.join(self.stagedir, f'p2p-{layout}-r{k}.log')
+
+    @run_before('sanity')
+    def compare(self):
+        """Read every output, write peers.csv, collect the problems sanity reports."""
+        self.problems, self.table = [], []
+        ours, runs = {layout: {} for layout in LAYOUTS}, []
+        try:
+            for k in range(1, self.rounds + 1):
+                for layout in LAYOUTS:
+                    log = self.p2p_log(layout, k)
+                    found = records(log, 'P2P-RUN')
+                    if not found:
+                        self.problems.append(f'{os.path.basename(log)}: no P2P-RUN record, '
+                                             f'the run ended early (see that log)')
+                        continue
+                    run = found[0]
+                    if run.get('buffers') != layout:
+                        self.problems.append(f'{log}: buffers {run.get("buffers")!r}, '
+                                             f'asked {layout!r}')
+                    runs.append(run)
+                    for r in records(log, 'P2P'):
+                        if (r['transport'], r['pair'], r['variant']) == ('pvm', PAIR, VARIANT):
+                            ours[layout].setdefault(r['size_bytes'], []).append(r['min_us'])
+            if runs:
+                self.library_version = runs[0].get('library_version', 'unknown')
+        except (OSError, ValueError) as err:
+            self.problems.append(f'p2p-pvm output: {err!r}')
+            return
+        theirs, reps = self._netpipe()
+        self._check_pinning(runs)
+        figures = {}
+        for size in SIZES:
+            counts = [len(ours[layout].get(size, [])) for layout in LAYOUTS] + \
+                [len(theirs.get(size, []))]
+            if counts != [self.rounds] * 3:
+                self.problems.append(f'{size} bytes: {counts} figures (p2p-pvm shared, '
+                                     f'separate, NPpvm), expected {self.rounds} of each')
+                continue
+            mine, peer = min(ours['shared'][size]), min(theirs[size])
+            separate = min(ours['separate'][size])
+            ratio = mine / peer
+            figures.update({f'netpipe_{size}B_ours': mine, f'netpipe_{size}B_peer': peer,
+                            f'netpipe_{size}B_ratio': ratio,
+                            f'separate_{size}B_ratio': separate / mine})
+            asserted = size in ASSERTED
+            agrees = 1 / FACTOR <= ratio <= FACTOR
+            self.table.append([size, f'{mine:.4f}', f'{peer:.4f}', f'{ratio:.4f}',
+                               f'{separate:.4f}', f'{separate / mine:.4f}',
+                               ' '.join(f'{v:.4f}' for v in ours['shared'][size]),
+                               ' '.join(f'{v:.4f}x{n}' for v, n in zip(theirs[size],
+                                                                        reps.get(size, []))),
+                               asserted, agrees if asserted else ''])
+            if asserted and not agrees:
+                self.problems.append(f'p2p-pvm min {mine:.3f} us vs NPpvm time {peer:.3f} us '
+                                     f'at {size} bytes: ratio {ratio:.3f}, outside '
+                                     f'1/{FACTOR}..{FACTOR}')
+        self.peer_figures = figures
+        self._write_csv()
+
+    def _netpipe(self):
+        """{size: [NPpvm's time in us, one per round]}, {size: [its repeats per trial]}."""
+        times, reps = {}, {}
+        for k in range(1, self.rounds + 1):
+            for size in SIZES:
+                tag = f'netpipe-{size}-r{k}'
+                try:
+                    with open(os.path.join(self.stagedir, 'peers', f'{tag}.out')) as fh:
+                        rows = parse_netpipe(fh.read())
+                    with open(os.path.join(self.stagedir, 'peers',
+                                           f'{tag}.transmitter.log')) as fh:
+                        n = netpipe_repetitions(fh.read()).get(size, 0)
+                except (OSError, ValueError) as err:
+                    self.problems.append(f'{tag}: {err} (see {tag}.log)')
+                    continue
+                for r in rows:
+                    times.setdefault(r['size_bytes'], []).append(r['time_us'])
+                    reps.setdefault(r['size_bytes'], []).append(n)
+        return times, reps
+
+    def _check_pinning(self, runs):
+        """Every launch: two tasks, each on a CPU of its own."""
+        for k, run in enumerate(runs, 1):
+            if run.get('cpus_allowed') != [1, 1] or \
+                    run['cpus_start'][0] == run['cpus_start'][1]:
+                self.problems.append(f'p2p-pvm launch {k}: tasks not on a CPU each: '
+                                     f"{run.get('cpus_start')}, {run.get('cpus_allowed')}")
+        for k in range(1, self.rounds + 1):
+            for size in SIZES:
+                prefix = os.path.join(self.stagedir, 'peers', f'netpipe-{size}-r{k}')
+                cpus = []
+                for path in sorted(glob.glob(prefix + '.rank*.json')):
+                    with open(path) as fh:
+                        cpus.append(tuple(json.load(fh)['cpus']))
+                if len(cpus) != 2 or any(len(c) != 1 for c in cpus) or cpus[0] == cpus[1]:
+                    self.problems.append(f'NPpvm {size} bytes round {k}: tasks not each on '
+                                         f'a CPU of its own: {cpus}')
+
+    def _write_csv(self):
+        with open(os.path.join(self.stagedir, 'peers.csv'), 'w', newline='') as fh:
+            fh.write(f'# {self.library_version}; p2p-pvm {PAIR} {VARIANT} against NPpvm, both '
+                     f'with one buffer per task (ours also with separate buffers); half round '
+                     f'trip in us (microseconds); asserted within a factor {FACTOR}\n')
+            w = csv.writer(fh, lineterminator='\n')
+            w.writerow(['size_bytes', 'ours_shared_min_us', 'netpipe_time_us', 'ratio',
+                        'ours_separate_min_us', 'separate_over_shared', 'ours_shared_per_round',
+                        'netpipe_per_round_x_repeats', 'asserted', 'agrees'])
+            w.writerows(self.table)
+
+    @sanity_function
+    def validate(self):
+        return sn.all([
+            sn.assert_eq(sn.defer(self.exit_code()), 0,
+                         msg='p2p-pvm exited with {0}, expected {1}'),
+            sn.assert_found(r'^PVMD-BOOT \{', self.boot_log(),
+                            msg='no PVMD-BOOT record: the pvmd was not booted by this job'),
+            sn.assert_eq(sn.defer('; '.join(self.problems)), '', msg='{0}'),
+        ])
