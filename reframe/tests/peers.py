@@ -188,6 +188,11 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
                     self.prerun_cmds.append(shell_join(drop + env + launch +
                                                        wrapped(tag, argv, pin)) +
                                             f' > {tag}.log 2>&1')
+            if 'netpipe' in self.peers:     # NetPIPE's layout: one buffer per rank
+                self.prerun_cmds.append(
+                    shell_join(drop + launch + wrapped(f'p2p-shared-r{k}',
+                                                       p2p + ['--buffers', 'shared'])) +
+                    f' > p2p-shared-r{k}.log 2>&1')
             if k < self.rounds:     # the last round's p2p is the job's own launch
                 self.prerun_cmds.append(shell_join(drop + launch + wrapped(f'p2p-r{k}', p2p)) +
                                         f' > p2p-r{k}.log 2>&1')
@@ -212,6 +217,23 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
         return [os.path.join(self.stagedir, f'p2p-r{k}.log') for k in range(1, self.rounds)] + \
             [os.path.join(self.stagedir, self.stdout.evaluate())]
 
+    def p2p_tags(self):
+        """Our launches: separate buffers (against IMB), and shared ones (against NetPIPE)."""
+        shared = 'netpipe' in self.peers
+        return [f'p2p-r{k}' for k in range(1, self.rounds + 1)] + \
+            [f'p2p-shared-r{k}' for k in range(1, self.rounds + 1) if shared]
+
+    @staticmethod
+    def read_p2p(logs):
+        """([P2P-RUN record of each log], {size: [the MPI transport's records]})."""
+        runs, ours = [], {}
+        for log in logs:
+            runs += records(log, 'P2P-RUN')[:1]
+            for r in records(log, 'P2P'):
+                if r.get('transport', 'mpi') == 'mpi':
+                    ours.setdefault(r['size_bytes'], []).append(r)
+        return runs, ours
+
     @run_before('sanity')
     def compare(self):
         """Read every output, build the table (peers.csv) and the list of problems that
@@ -219,23 +241,28 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
         self.problems, self.table, self.launches = [], [], {}
         reg, stack = stack_of(self)
         try:
-            runs, ours = [], {}
-            for log in self.p2p_logs():
-                runs += records(log, 'P2P-RUN')[:1]
-                for r in records(log, 'P2P'):
-                    if r.get('transport', 'mpi') == 'mpi':
-                        ours.setdefault(r['size_bytes'], []).append(r)
+            runs, ours = self.read_p2p(self.p2p_logs())
+            shared_runs, shared = self.read_p2p(
+                [os.path.join(self.stagedir, f'p2p-shared-r{k}.log')
+                 for k in range(1, self.rounds + 1)] if 'netpipe' in self.peers else [])
             self.library_version = runs[0].get('library_version', 'unknown')
         except (OSError, ValueError, IndexError) as err:
             self.problems.append(f'p2p output: {err!r}')
             return
-        self._check_launches(stack, runs)
-        # Rounds have equal sample counts: the mean of the round means is the mean of all.
-        mine = {size: {'mean_us': sum(r['mean_us'] for r in rs) / len(rs),
-                       'min_us': min(r['min_us'] for r in rs),
-                       'samples': sum(r['samples'] for r in rs)} for size, rs in ours.items()}
+        if any(r.get('buffers', 'shared') != 'shared' for r in shared_runs):
+            self.problems.append('a p2p-shared run did not run with shared buffers')
+        self._check_launches(stack, dict(zip(
+            [f'p2p-r{k}' for k in range(1, len(runs) + 1)] +
+            [f'p2p-shared-r{k}' for k in range(1, len(shared_runs) + 1)],
+            runs + shared_runs)))
         figures = {}
         for peer in self.peers:
+            # against NetPIPE our run in its buffer layout (one buffer per rank, docs/peers.md)
+            src = shared if peer == 'netpipe' else ours
+            # Rounds have equal sample counts: the mean of the round means is the mean of all.
+            mine = {size: {'mean_us': sum(r['mean_us'] for r in rs) / len(rs),
+                           'min_us': min(r['min_us'] for r in rs),
+                           'samples': sum(r['samples'] for r in rs)} for size, rs in src.items()}
             rows, per_round = self._peer_rows(peer)
             for size in SIZES:
                 if size not in mine or size not in rows:
@@ -248,7 +275,7 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
                                 f'{peer}_{size}B_ratio': ratio})
                 asserted = size in ASSERTED
                 agrees = 1 / FACTOR <= ratio <= FACTOR
-                ours_rounds = [f'{r[OURS[peer]]:.4f}' for r in ours[size]]
+                ours_rounds = [f'{r[OURS[peer]]:.4f}' for r in src[size]]
                 self.table.append([stack.name, peer, size, OURS[peer], f'{value:.4f}',
                                    NAMES[peer], f'{theirs:.4f}', f'{ratio:.4f}',
                                    mine[size]['samples'], ' '.join(ours_rounds),
@@ -290,20 +317,21 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
         return {size: pick(v) for size, v in figures.items()}, per_round
 
     def _check_launches(self, stack, runs):
-        """Each launch: two ranks, each on one CPU of its own; every peer on our p2p's library."""
+        """Each launch: two ranks, each on one CPU of its own; every peer on our p2p's library.
+        runs: {our launch tag: its P2P-RUN record}."""
         for path in sorted(glob.glob(os.path.join(self.stagedir, 'peers', '*.rank*.json'))):
             tag = os.path.basename(path).split('.rank')[0]
             with open(path) as fh:
                 self.launches.setdefault(tag, []).append(json.load(fh))
         ours = {lib for tag, ranks in self.launches.items() if tag.startswith('p2p-')
                 for r in ranks for lib in r['mpi_libraries'].values()}
-        expected = [f'p2p-r{k}' for k in range(1, self.rounds + 1)] + \
+        expected = self.p2p_tags() + \
             [t for k in range(1, self.rounds + 1) for p in self.peers for t in self.tags_of(p, k)]
         for tag in expected:
             ranks = self.launches.get(tag, [])
             cpus = [tuple(r['cpus']) for r in ranks]
             if tag.startswith('p2p-') and stack.self_bind:   # p2p pins itself after the record
-                run = runs[int(tag[5:]) - 1] if len(runs) >= int(tag[5:]) else {}
+                run = runs.get(tag, {})
                 cpus = [(c,) for c in run.get('cpus_start', [None, None])]
             if len(ranks) != 2:
                 self.problems.append(f'{tag}: {len(ranks)} rank records, expected 2')
@@ -336,6 +364,7 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
         self.keep_files = ['peers.csv', 'peers'] + [
             f'{tag}.log' for k in range(1, self.rounds + 1)
             for tag in [f'p2p-r{k}'] * (k < self.rounds) +
+            [f'p2p-shared-r{k}'] * ('netpipe' in self.peers) +
             [t for p in self.peers for t in self.tags_of(p, k)]]
 
     @sanity_function
