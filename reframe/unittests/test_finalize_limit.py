@@ -31,7 +31,7 @@ def built():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def test_a_hung_finalize_ends_after_the_limit_with_75(built):
+def test_a_hung_finalize_ends_after_the_limit(built):
     reg = registry.load()
     cmd = drop_privileges(reg) + reg.stacks['mpich-4.0'].launch_command(2) + [
         str(built / 'apps' / 'p2p' / 'p2p'), '--pair', 'Send-Recv', '--sizes', '8',
@@ -39,8 +39,13 @@ def test_a_hung_finalize_ends_after_the_limit_with_75(built):
     env = dict(os.environ, LD_PRELOAD=str(built / 'hang.so'), TESTBED_FINALIZE_LIMIT_S='2')
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120,
                           cwd=built)
-    assert proc.returncode == 75, (proc.returncode, proc.stderr)
-    assert proc.stderr.count('FINALIZE-HUNG: MPI_Finalize did not return') == 2, proc.stderr
+    # Each rank exits 75 at its limit; Hydra passes that on, or, when the first rank's exit
+    # made it kill the second before that one's limit, says 1 with one FINALIZE-HUNG line
+    # (seen under load, in a fresh-clone run). The tests key on a FINALIZE-HUNG line with
+    # any non-zero code (StackLaunch.exit_status), not on 75 or on both lines.
+    assert proc.returncode in (75, 1), (proc.returncode, proc.stderr)
+    assert proc.stderr.count('FINALIZE-HUNG: MPI_Finalize did not return') in (1, 2), \
+        proc.stderr
     assert 'P2P-END {' in proc.stdout          # every record was out before it
 
 
