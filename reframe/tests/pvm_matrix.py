@@ -190,6 +190,7 @@ class PvmMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         cols = ['transport', 'pair', 'variant', 'size_bytes', 'samples', 'reps_per_sample',
                 'min_us', 'median_us', 'mean_us', 'p95_us', 'cv', 'bandwidth_MBps',
                 'time_over_tcp', 'checked_messages']
+        self.keep_files = ['pvm_sizes.csv']     # read by site/cluster/profile_check.py
         with open(os.path.join(self.stagedir, 'pvm_sizes.csv'), 'w') as fh:
             fh.write('# ' + json.dumps(run) + '\n' + ','.join(cols) + '\n')
             for r in records(self._out(), 'P2P'):

@@ -220,6 +220,7 @@ class PvmPeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
                                          f'a CPU of its own: {cpus}')
 
     def _write_csv(self):
+        self.keep_files = ['peers.csv', 'peers']
         with open(os.path.join(self.stagedir, 'peers.csv'), 'w', newline='') as fh:
             fh.write(f'# {self.library_version}; p2p-pvm {PAIR} {VARIANT} against NPpvm, both '
                      f'with one buffer per task (ours also with separate buffers); half round '
