@@ -50,6 +50,17 @@ def testcases(report_path):
     return [tc for run in report.get('runs', []) for tc in run.get('testcases', [])]
 
 
+def kept_table(report_path, tc, name):
+    """The rows of a CSV table a test case kept in its output directory (comment lines
+    skipped)."""
+    path = os.path.join(tc['outputdir'], name)
+    try:
+        with open(path) as fh:
+            return list(csv.DictReader(line for line in fh if not line.startswith('#')))
+    except OSError as e:
+        raise InputError(f'{report_path}: case {tc["display_name"]}: {e}')
+
+
 def cases(report_path):
     """(partition, stack) -> {size: row of the mpi transport} for Send-Recv/complete, quick."""
     out = {}
@@ -58,19 +69,14 @@ def cases(report_path):
                 or tc.get('size_range') != 'quick'
                 or tc.get('mode') not in ('Send-Recv/complete', ['Send-Recv', 'complete'])):
             continue
-        path = os.path.join(tc['outputdir'], 'p2p_sizes.csv')
-        try:
-            with open(path) as fh:
-                rows = list(csv.DictReader(line for line in fh if not line.startswith('#')))
-        except OSError as e:
-            raise InputError(f'{report_path}: case {tc["display_name"]}: {e}')
         table = {}
-        for r in rows:
+        for r in kept_table(report_path, tc, 'p2p_sizes.csv'):
             if r['transport'] == 'mpi' and int(r['size_bytes']) in SIZES:
                 table[int(r['size_bytes'])] = r
         missing = [s for s in SIZES if s not in table]
         if missing:
-            raise InputError(f'{path}: no mpi row for size(s) {missing}')
+            raise InputError(f'{os.path.join(tc["outputdir"], "p2p_sizes.csv")}: no mpi row '
+                             f'for size(s) {missing}')
         out[(tc['partition'], tc['stack_name'])] = table
     return out
 
@@ -110,13 +116,7 @@ def pvm_routes(report_paths):
             if (not tc.get('name', '').startswith('PvmMatrix') or tc.get('result') != 'pass'
                     or tc.get('size_range') != 'quick'):
                 continue
-            path = os.path.join(tc['outputdir'], 'pvm_sizes.csv')
-            try:
-                with open(path) as fh:
-                    rows = list(csv.DictReader(line for line in fh if not line.startswith('#')))
-            except OSError as e:
-                raise InputError(f'{report_path}: case {tc["display_name"]}: {e}')
-            for r in rows:
+            for r in kept_table(report_path, tc, 'pvm_sizes.csv'):
                 if (r['transport'], r['pair'], r['size_bytes']) == ('pvm', 'send-recv',
                                                                      '1048576'):
                     route, _, enc = r['variant'].partition('-')
