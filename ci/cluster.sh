@@ -15,7 +15,7 @@
 #                         fallback; mpich-4.0's start-up program hangs in MPI_Finalize in some
 #                         launches, docs/cluster.md).
 #   ci/cluster.sh full    the same with every stack srun or the fallback can start and every
-#                         size range.
+#                         size range (PVM's matrix too).
 # Each profile brings the cluster up and takes it down again (also on error or interrupt), then
 # site/cluster/profile_check.py prints MPI as a percentage of raw TCP and asserts that the
 # shaped profile's added latency shows. Reports: reframe/reports/cluster-<profile>.json.
@@ -29,11 +29,13 @@ case "$profile" in
          fallback=${TESTBED_CLUSTER_FALLBACK_STACKS:-lam-7.1,pvm-3.4}
          startup=${TESTBED_CLUSTER_STARTUP_STACKS:-openmpi-4.1,lam-7.1}
          startup_np=2,4,8 startup_repeats=3
-         matrix=(-n 'P2PMatrix.*%size_range=(small|large)') samples=15 ;;
+         matrix=(-n 'P2PMatrix.*%size_range=(small|large)') samples=15
+         pvm='PvmMatrix.*%size_range=quick' ;;
   full)  stacks=${TESTBED_CLUSTER_STACKS:-} fallback=${TESTBED_CLUSTER_FALLBACK_STACKS:-pvm-3.4}
          startup=${TESTBED_CLUSTER_STARTUP_STACKS:-openmpi-4.1,openmpi-5.0,mpich-5.0,lam-7.1}
          startup_np=2,4,8,16 startup_repeats=5
-         matrix=(-n 'P2PMatrix') samples=30 ;;
+         matrix=(-n 'P2PMatrix') samples=30
+         pvm='PvmMatrix' ;;
   *) echo "error: ci/cluster.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;
 esac
 # a comma list of stacks as ReFrame's environment selection (environment names hold no dots)
@@ -65,7 +67,7 @@ run_profile() {
         echo "== the same profile, the fallback launcher: $fallback"
         report="$repo/reframe/reports/cluster-$prof-mtu$mtu-fallback.json"
         reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
-            -p "$(environs_of "$fallback")" -n "$sendrecv=quick" -n 'PvmMatrix.*%size_range=quick' \
+            -p "$(environs_of "$fallback")" -n "$sendrecv=quick" -n "$pvm" \
             -S P2PMatrix.samples="$samples" -S PvmMatrix.samples="$samples" \
             --report-file "$report" || rc=1
         reports+=("$report")

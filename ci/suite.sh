@@ -3,7 +3,8 @@
 #   ci/suite.sh quick   the README's test pass: p2p on the small and large ranges with 15
 #                       samples per size; HPL at N=7200 (1800 on the oversubscribed 2x2 grid);
 #                       su3_rmd preset 1; start-up for np 2 and 4 with 3 warm launches;
-#                       KnobReach (the knobs reach the ranks); PVM's matrix on both routes
+#                       KnobReach (the knobs reach the ranks); PVM's matrix on both routes,
+#                       bytes and doubles packed,
 #                       at 8 B, 1 KiB, 64 KiB and 1 MiB with 15 samples, and PVM's spawn of
 #                       2 and 4 tasks (tests/pvm_matrix.py);
 #                       MPI one-sided Put/Get (fence, pscw, flush) beside Send-Recv at the same

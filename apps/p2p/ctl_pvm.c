@@ -20,10 +20,11 @@
 #include "transport.h"
 #include "pvm_p2p.h"
 
-struct pvm_p2p_opts pvm_p2p = { 0, 3, 7, 7, 0 };
+struct pvm_p2p_opts pvm_p2p = { 0, 3, 7, 7, PK_BYTE, 0 };
 const char *const pvm_send_names[PVM_NSENDS] = { "send", "psend" };
 const char *const pvm_recv_names[PVM_NRECVS] = { "recv", "nrecv", "trecv" };
 const char *const pvm_enc_names[PVM_NENCS] = { "default", "raw", "inplace" };
+const char *const pvm_pack_names[PVM_NPACKS] = { "byte", "double" };
 
 static int me, mytid, peer = -1;
 
@@ -33,7 +34,7 @@ extern int pvm_nerr;
 
 static const char *pvm_text(int code)
 {
-    return code < 0 && -code < pvm_nerr ? pvm_text(code) : "unknown PVM error";
+    return code < 0 && -code < pvm_nerr ? pvm_errlist[-code] : "unknown PVM error";
 }
 
 static void usage_error(const char *fmt, const char *a, const char *b)
@@ -100,6 +101,10 @@ static void take_options(int *argc, char **argv)
             pvm_p2p.recvs = name_set(name, val, pvm_recv_names, PVM_NRECVS);
         } else if (!strcmp(name, "--pvm-encoding")) {
             pvm_p2p.encodings = name_set(name, val, pvm_enc_names, PVM_NENCS);
+        } else if (!strcmp(name, "--pvm-pack")) {
+            if (!strcmp(val, "byte"))        pvm_p2p.pack = PK_BYTE;
+            else if (!strcmp(val, "double")) pvm_p2p.pack = PK_DOUBLE;
+            else usage_error("--pvm-pack: '%s' is not byte or double%s", val, "");
         } else if (!strcmp(name, "--pvm-kill-at")) {
             char *end;
             pvm_p2p.kill_at = strtol(val, &end, 10);
@@ -107,7 +112,7 @@ static void take_options(int *argc, char **argv)
                 usage_error("--pvm-kill-at: '%s' is not a size in bytes%s", val, "");
         } else {
             usage_error("unknown option '%s' (PVM options: --pvm-route, --pvm-send,"
-                        " --pvm-recv, --pvm-encoding%s)", name, "");
+                        " --pvm-recv, --pvm-encoding, --pvm-pack%s)", name, "");
         }
     }
     argv[out] = NULL;

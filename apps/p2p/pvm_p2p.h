@@ -14,6 +14,10 @@
 enum pvm_send_call { PS_SEND = 0, PS_PSEND = 1, PVM_NSENDS = 2 };
 enum pvm_recv_call { PR_RECV = 0, PR_NRECV = 1, PR_TRECV = 2, PVM_NRECVS = 3 };
 enum pvm_encoding { PE_DEFAULT = 0, PE_RAW = 1, PE_INPLACE = 2, PVM_NENCS = 3 };
+/* How pvm_send's payload is packed: as bytes (XDR leaves them as they are, only padded), or as
+ * doubles (8 bytes each, the rest of the size as bytes), which XDR converts to big-endian and
+ * back: the conversion cost the study's "Raw faster than Default" finding is about. */
+enum pvm_pack { PK_BYTE = 0, PK_DOUBLE = 1, PVM_NPACKS = 2 };
 
 /* The --pvm-* options, read (and taken out of argv) by ctl_init. */
 struct pvm_p2p_opts {
@@ -21,12 +25,14 @@ struct pvm_p2p_opts {
     int sends;       /* bit set over enum pvm_send_call */
     int recvs;       /* bit set over enum pvm_recv_call */
     int encodings;   /* bit set over enum pvm_encoding */
+    int pack;        /* enum pvm_pack, for pvm_send (pvm_psend always sends bytes) */
     long kill_at;    /* test only: rank 1 kills itself when it sends this size */
 };
 extern struct pvm_p2p_opts pvm_p2p;
 extern const char *const pvm_send_names[PVM_NSENDS];
 extern const char *const pvm_recv_names[PVM_NRECVS];
 extern const char *const pvm_enc_names[PVM_NENCS];
+extern const char *const pvm_pack_names[PVM_NPACKS];
 
 int pvm_p2p_peer(void);            /* the partner's task id */
 /* Waits for the next message with `call`; returns its buffer id, after

@@ -1,7 +1,10 @@
-/* p2p: the PVM transport (p2p-pvm only). One message is one PVM message of
- * PVM_BYTE data with the tag PVM_TAG_DATA:
+/* p2p: the PVM transport (p2p-pvm only). One message is one PVM message with
+ * the tag PVM_TAG_DATA:
  *   send   pvm_initsend(encoding) + pvm_pkbyte + pvm_send, or pvm_psend
  *          (which packs its buffer itself: one case, encoding "own");
+ *          with --pvm-pack double, pvm_send's payload is packed with
+ *          pvm_pkdouble (the size's last n % 8 bytes with pvm_pkbyte), and
+ *          the variant's name ends in "-double";
  *   recv   pvm_recv (blocking), pvm_nrecv polled in a loop, or pvm_trecv
  *          (blocking with a time limit), then pvm_upkbyte into the posted
  *          buffer, whose content the driver checks byte by byte.
@@ -21,6 +24,7 @@ static const int encoding_code[PVM_NENCS] = { PvmDataDefault, PvmDataRaw, PvmDat
 
 struct pvm_state {
     int send, recv, enc;      /* enc: -1 for pvm_psend */
+    int pack;                 /* enum pvm_pack; bytes for pvm_psend */
     char pair[32], variant[32];
     void *buf;
     int want;
@@ -89,9 +93,12 @@ static void pvm_send_msg(struct tport *t, const void *buf, int n)
     if (s->send == PS_PSEND) {
         rc = pvm_psend(pvm_p2p_peer(), PVM_TAG_DATA, (void *)buf, n, PVM_BYTE);
     } else {
+        int whole = s->pack == PK_DOUBLE ? n / 8 : 0;   /* doubles, then bytes */
         rc = pvm_initsend(encoding_code[s->enc]);
-        if (rc >= 0)
-            rc = pvm_pkbyte((char *)buf, n, 1);
+        if (rc >= 0 && whole)
+            rc = pvm_pkdouble((double *)buf, whole, 1);
+        if (rc >= 0 && n > 8 * whole)
+            rc = pvm_pkbyte((char *)buf + 8 * whole, n - 8 * whole, 1);
         if (rc >= 0)
             rc = pvm_send(pvm_p2p_peer(), PVM_TAG_DATA);
     }
@@ -106,14 +113,25 @@ static void pvm_recv_msg(struct tport *t)
     int bytes, tag, from;
     pvm_bufinfo(bid, &bytes, &tag, &from);
     /* PVM counts the encoded bytes: XDR (PvmDataDefault) pads byte data to a
-     * multiple of 4. A message of exactly the encoded length of what was
-     * posted holds the posted size; any other length is reported as is. */
-    int wire = s->enc == PE_DEFAULT ? (s->want + 3) / 4 * 4 : s->want;
-    s->last = bytes == wire ? s->want : bytes;
-    /* never more than was posted: the driver then reports the length */
-    int rc = pvm_upkbyte(s->buf, bytes < s->want ? bytes : s->want, 1);
+     * multiple of 4 (a double is 8 bytes either way). A message of exactly
+     * the encoded length of what was posted holds the posted size, packed as
+     * it was sent; any other length is reported as is. */
+    int whole = s->pack == PK_DOUBLE ? s->want / 8 : 0, rest = s->want - 8 * whole;
+    int wire = 8 * whole + (s->enc == PE_DEFAULT ? (rest + 3) / 4 * 4 : rest);
+    int rc = 0;
+    if (bytes == wire) {
+        s->last = s->want;
+        if (whole)
+            rc = pvm_upkdouble((double *)s->buf, whole, 1);
+        if (rc >= 0 && rest)
+            rc = pvm_upkbyte((char *)s->buf + 8 * whole, rest, 1);
+    } else {
+        /* never more than was posted: the driver then reports the length */
+        s->last = bytes;
+        rc = pvm_upkbyte(s->buf, bytes < s->want ? bytes : s->want, 1);
+    }
     if (rc < 0)
-        pvm_p2p_fail("pvm_upkbyte", rc);
+        pvm_p2p_fail(whole ? "pvm_upkdouble" : "pvm_upkbyte", rc);
 }
 
 static long pvm_received(struct tport *t) { return ((struct pvm_state *)t->state)->last; }
@@ -127,10 +145,11 @@ void tr_pvm_init(struct tport *t, int k)
     struct pvm_state *s = &st[next++ & 1];
     memset(s, 0, sizeof *s);
     nth_case(k, &s->send, &s->enc, &s->recv);
+    s->pack = s->enc < 0 ? PK_BYTE : pvm_p2p.pack;
     snprintf(s->pair, sizeof s->pair, "%s-%s", pvm_send_names[s->send],
              pvm_recv_names[s->recv]);
-    snprintf(s->variant, sizeof s->variant, "%s-%s", pvm_p2p.direct ? "direct" : "daemon",
-             s->enc < 0 ? "own" : pvm_enc_names[s->enc]);
+    snprintf(s->variant, sizeof s->variant, "%s-%s%s", pvm_p2p.direct ? "direct" : "daemon",
+             s->enc < 0 ? "own" : pvm_enc_names[s->enc], s->pack == PK_DOUBLE ? "-double" : "");
     t->name = "pvm";
     t->pair = s->pair;
     t->variant = s->variant;

@@ -154,3 +154,46 @@ def test_bad_buffer_layouts_are_refused(job, argv, message):
     assert job.pvmd_job('boot').returncode == 0      # p2p-pvm enrols before it reads options
     proc = job(job.p2p, *argv)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_doubles_go_through_xdr_and_are_still_checked(job):
+    """--pvm-pack double: pvm_pkdouble (XDR-converted with PvmDataDefault) for the whole
+    doubles of a size, pvm_pkbyte for the rest (1001 = 125 doubles + 1 byte); the payload
+    check still sees every byte, and a spoiled message still fails the run."""
+    assert job.pvmd_job('boot').returncode == 0
+    args = ['--sizes', '8,1001', '--samples', '2', '--baselines', 'none', '--pvm-send', 'send',
+            '--pvm-recv', 'recv', '--pvm-encoding', 'default,raw', '--pvm-pack', 'double']
+    proc = job(job.p2p, *args)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count('"variant":"daemon-default-double"') == 2, proc.stdout
+    assert proc.stdout.count('"variant":"daemon-raw-double"') == 2, proc.stdout
+    proc = job(job.p2p, *args, '--corrupt-at', '1001')
+    assert proc.returncode == 3, (proc.returncode, proc.stderr)
+    assert 'variant daemon-default-double size 1001 bytes' in proc.stderr, proc.stderr
+
+
+def test_a_bad_packing_names_it(job):
+    assert job.pvmd_job('boot').returncode == 0
+    proc = job(job.p2p, '--pvm-pack', 'float')
+    assert proc.returncode == 2 and "--pvm-pack: 'float' is not byte or double" in \
+        proc.stderr, proc.stderr
+
+
+def test_the_raw_over_default_direction_fails_when_raw_is_not_faster():
+    """PvmMatrix's assertion of the study's finding (pack=double): it passes when Raw is the
+    faster at 1 MiB, fails naming both figures when it is not, and is silent below 1 MiB."""
+    import sys
+    from types import SimpleNamespace
+    sys.path.insert(0, str(REPO / 'reframe' / 'tests'))
+    from pvm_matrix import PvmMatrix
+
+    def fake(raw_us, default_us, size_range='quick'):
+        mins = {'raw-double': raw_us, 'default-double': default_us}
+        return SimpleNamespace(size_range=size_range, route='direct',
+                               DIRECTION_MIN_SIZE=PvmMatrix.DIRECTION_MIN_SIZE,
+                               _row=lambda pair, enc, size: {'min_us': mins[enc]})
+
+    assert PvmMatrix._raw_not_faster(fake(940.0, 2960.0)) is None
+    problem = PvmMatrix._raw_not_faster(fake(2960.0, 940.0))
+    assert 'Raw 2960.0 us not faster than Default (XDR) 940.0 us' in problem, problem
+    assert PvmMatrix._raw_not_faster(fake(2960.0, 940.0, size_range='small')) is None
