@@ -147,6 +147,34 @@ def app_tables(report, stacks):
     return out
 
 
+def startup_table(report, stacks):
+    """The MPI stacks' start-up beside PVM's: per np, the warm median time to a first message
+    from every rank (StartupTime: from the launch; PvmStartup: from pvm_spawn in a running
+    pvmd). Daemon boots (lamboot, the pvmd) are timed apart and not in these figures."""
+    found = {}
+    for tc in cases(report):
+        test = tc['name'].split()[0]
+        if tc.get('fixture') or test not in ('StartupTime', 'PvmStartup') or \
+                tc['result'] != 'pass':
+            continue
+        for key, pv in (tc.get('perfvalues') or {}).items():
+            name = key.split(':')[-1]
+            if name.startswith('first_np') and pv[0] is not None:
+                found.setdefault(int(name[len('first_np'):]), {})[stack_of(tc)] = pv[0]
+    if not found:
+        return []
+    cols = [s for s in stacks if any(s in row for row in found.values())]
+    cols += sorted({s for row in found.values() for s in row} - set(cols))
+    out = ['### Start-up: to a first message from every rank (s, median of the warm launches)\n',
+           'MPI stacks from the launch (StartupTime), PVM from pvm_spawn in the job\'s running '
+           'pvmd (PvmStartup); daemon boots (lamboot, pvmd) are timed apart.\n',
+           '| ranks | ' + ' | '.join(cols) + ' |', '|---:|' + '---:|' * len(cols)]
+    for n in sorted(found):
+        out.append(f'| {n} | ' + ' | '.join(f'{found[n][c]:.4f}' if c in found[n] else '-'
+                                         for c in cols) + ' |')
+    return out + ['']
+
+
 def builds_of(report):
     """{stack: (origin, configure flags)} as the tests recorded them from the registry."""
     out = {}
@@ -224,6 +252,7 @@ def render(report):
     lines += tables(rows, stacks)
     lines += flag_comparison(report, versions)
     lines += app_tables(report, stacks)
+    lines += startup_table(report, stacks)
     lines += peer_table.render(report)
     hung = [tc for tc in cases(report) if tc.get('finalize_hung')]
     if hung:

@@ -47,14 +47,19 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
     knobs = variable(typ.Dict[str, str], value={})
     tags = {'startup', 'app'}
 
+    #: perf variable -> the start-up summary's field; 'first' (launch to a first message from
+    #: every rank at rank 0) is the figure the summary puts beside PVM's spawn (PvmStartup)
+    FIGURES = {'init': 'warm_median_init_s', 'first': 'warm_median_first_message_s',
+               'exit': 'warm_median_exit_s'}
+
     def perf_variable_names(self):
-        return [f'{what}_np{np}' for np in self.np_list for what in ('init', 'exit')]
+        return [f'{what}_np{np}' for np in self.np_list for what in self.FIGURES]
 
     @run_before('performance')
     def define_perf(self):
         set_perf_variables(self, {
-            f'{what}_np{np}': ('s', self._summary(np, f'warm_median_{what}_s'))
-            for np in self.np_list for what in ('init', 'exit')})
+            f'{what}_np{np}': ('s', self._summary(np, field))
+            for np in self.np_list for what, field in self.FIGURES.items()})
 
     @run_before('run')
     def set_command(self):
@@ -134,7 +139,7 @@ class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
         samples = {}
         for rec in self._data()['launches']:
             if rec['launch'] == 'warm':
-                for what in ('init', 'exit'):
+                for what in ('init', 'first_message', 'exit'):
                     samples.setdefault(f"{what}_s@np{rec['np']}", []).append(
                         float(rec[f'{what}_s']))
         self.figure_samples = samples
