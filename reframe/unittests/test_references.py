@@ -150,3 +150,29 @@ def test_p2p_modes_are_asserted_through_their_median(tmp_path):
     # one rank only (2.65), so the band stays under 10 % instead of covering the jump.
     assert float(rows[0]['value']) == pytest.approx(2.55)
     assert 0 < float(rows[0]['upper']) < 0.10
+
+
+def test_between_nodes_over_a_shaped_link_p2p_matrix_asserts_its_ratios_to_raw_tcp(tmp_path):
+    """On the cluster P2PMatrix declares its ratios to raw TCP (portable: keyed by machine
+    type and partition, the link profile in its name), and makes no P2PStack figure; on the
+    native profile, where the VM's state sets the ratio, it declares none (nor did reports
+    made before it declared any)."""
+    def report(name, v):
+        tcs = [{'name': 'P2PMatrix %mode=Send-Recv/complete %size_range=quick', 'environ': 'e',
+                'stack_name': 's', 'size_range': 'quick', 'cache': 'warm',
+                'system': 'testbed-cluster', 'partition': part, 'reference_case': 'Send-Recv/complete/quick/warm',
+                'reference_file': 'p2p.csv', 'machine_type': 't', 'machine_id': 'm-1',
+                'result': 'pass', 'portable_variables': declared,
+                'perfvalues': {f'testbed-cluster:{part}:{var}': [v, 0, None, None, unit, 'pass']
+                               for var, unit in (('time_over_tcp', 'ratio'), ('latency', 'us'))}}
+               for part, declared in (('mtu1500_gige', ['time_over_tcp']),
+                                      ('mtu1500_10gige', []),   # an older report
+                                      ('mtu1500_native', []))]
+        path = tmp_path / name
+        path.write_text(json.dumps({'session_info': {'uuid': name}, 'runs': [{'testcases': tcs}]}))
+        return path
+    rows, _ = references.derive([report('a', 0.80), report('b', 0.81), report('c', 0.79)])
+    got = sorted((r['partition'], r['test'], r['machine'], r['variable']) for r in rows)
+    assert got == [('mtu1500_10gige', 'P2PMatrix', 't', 'time_over_tcp'),
+                   ('mtu1500_gige', 'P2PMatrix', 't', 'time_over_tcp')]
+    assert all(float(r['value']) == pytest.approx(0.80) for r in rows)
