@@ -78,8 +78,13 @@ class PvmMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     build = fixture(PvmBuild, scope='environment')
     tags = {'pvm'}
 
+    #: time limits per range where 20 minutes is too little: between two nodes through the
+    #: daemons the netpipe range with bytes (12 cases to 4 MiB, 30 samples) ran past 20 min
+    TIME_LIMITS = {'netpipe': '60m'}
+
     @run_after('init')
     def name_case(self):
+        self.time_limit = self.TIME_LIMITS.get(self.size_range, self.time_limit)
         self.reference_case = f'{self.route}/{self.size_range}' + \
             ('/double' if self.pack == 'double' else '')
 
