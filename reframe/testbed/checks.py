@@ -154,6 +154,27 @@ def fallback_launch(test, reg, stack, ntasks):
     return stack.launch_command(ntasks, test.knobs, options=False)
 
 
+def in_job_as_account(test, reg):
+    """Command prefix for a job-script line that must run as the job account: on a Slurm
+    partition the job already does (sbatch --uid), locally drop_privileges."""
+    if test.current_partition.launcher_type.registered_name == 'srun':
+        return []
+    return drop_privileges(reg)
+
+
+def extra_launch(test, ntasks):
+    """The argv that starts `ntasks` more ranks of the test's stack from its job script, the
+    way its main launch goes on the test's partition (a baseline run in the same job, e.g.
+    su3_rmd's 1-rank run): locally the stack's own launcher as the job account; on a Slurm
+    partition srun with the stack's PMI on the job's first node, or the fallback."""
+    reg, stack = stack_of(test)
+    if test.current_partition.launcher_type.registered_name != 'srun':
+        return in_job_as_account(test, reg) + stack.launch_command(ntasks, test.knobs)
+    if stack.srun_mpi:
+        return ['srun', f'--mpi={stack.srun_mpi}', '-N', '1', '-n', str(ntasks)]
+    return fallback_launch(test, reg, stack, ntasks)
+
+
 def partition_knobs(test, stack):
     """The knob values the test's partition sets (transport=tcp between the nodes of a
     cluster) that the stack has; a stack without such a knob (PVM: TCP is its only path) runs
@@ -347,6 +368,19 @@ class StackLaunch(rfm.RegressionMixin):
         messages (and the knobs) cross the network and the launcher; call after setup."""
         if self.current_partition.extras.get('nodes', 1) >= 2:
             self.num_tasks_per_node = 1
+
+    def fit_to_nodes(self):
+        """On a partition of several nodes (extras 'nodes'): the ranks spread over them, as
+        many on each as it has CPUs; a job with more ranks than the partition's CPUs is skipped
+        there, saying so (on one node such a run is oversubscribed and reported; across nodes
+        Slurm would refuse it). Call after setup."""
+        nodes = self.current_partition.extras.get('nodes', 1)
+        if nodes < 2:
+            return
+        cpus = nodes * (self.current_partition.processor.num_cpus or 1)
+        self.skip_if(self.num_tasks > cpus, f'{self.num_tasks} ranks: more than the {cpus} '
+                     f'CPUs of {self.current_partition.fullname} ({nodes} nodes)')
+        self.num_tasks_per_node = -(-self.num_tasks // nodes)
 
     def exit_status(self, ended):
         """The launch's exit code, except that a program whose every record is out (`ended`)

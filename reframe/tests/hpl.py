@@ -24,7 +24,7 @@ from reframe.core.exceptions import BuildError, ReframeError
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed import registry  # noqa: E402
 from testbed.binding import placement_problem  # noqa: E402
-from testbed.checks import (APPS, ReferenceLookup, StackLaunch, drop_privileges,  # noqa: E402
+from testbed.checks import (APPS, ReferenceLookup, StackLaunch, in_job_as_account,  # noqa: E402
                             install_failure, records, stack_of)
 from testbed.perf import lookup, set_perf_variables  # noqa: E402
 
@@ -115,6 +115,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         # after ReferenceLookup.load_references (base-class hooks run first)
         if not getattr(self, 'assert_performance', True):
             self.reference = {}
+        self.fit_to_nodes()     # on a cluster: the grid's ranks over the nodes
 
     @run_before('performance')
     def define_perf(self):
@@ -149,7 +150,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             self.executable_opts = ['--bind-self']
         # The DGEMM baseline runs first, alone, in this job (after StackLaunch's daemon boot:
         # a base class's hooks run first).
-        dgemm = drop_privileges(reg) + [self.build.dgemm_rate, '--n', str(self.dgemm_n),
+        dgemm = in_job_as_account(self, reg) + [self.build.dgemm_rate, '--n', str(self.dgemm_n),
                                         '--reps', str(self.dgemm_reps)]
         self.prerun_cmds.append(f'{registry.shell_join(dgemm)} > dgemm.out 2> dgemm.err')
         self.keep_files = ['dgemm.out']
@@ -164,7 +165,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     @sanity_function
     def validate(self):
         return sn.all([
-            sn.assert_eq(self.job.exitcode, 0, msg='xhpl exited with {0}'),
+            sn.assert_eq(sn.defer(self.exit_code()), 0, msg='xhpl exited with {0}'),
             sn.assert_found(r'tests completed and passed residual checks', self.stdout,
                             msg='HPL printed no residual summary'),
             sn.assert_found(r'\b0 tests completed and failed residual checks', self.stdout,

@@ -23,7 +23,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed import registry  # noqa: E402
 from testbed.binding import placement_problem  # noqa: E402
-from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, drop_privileges,  # noqa
+from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, extra_launch,  # noqa
                             records, stack_of)
 
 UNITARITY = 1e-10
@@ -43,12 +43,10 @@ def su3_options(test):
 
 
 def launch_line(test, ntasks, opts, out):
-    """A job-script line that runs su3_rmd on `ntasks` ranks the way the stack launches, as the
-    job account, output to `out`.out/.err. For prerun commands: they come after StackLaunch's
-    daemon boot, whose hook (a base class's) runs first."""
-    reg, stack = stack_of(test)
-    argv = drop_privileges(reg) + stack.launch_command(ntasks, test.knobs) + \
-        [test.build.executable_path, *opts]
+    """A job-script line that runs su3_rmd on `ntasks` ranks the way the stack launches on the
+    test's partition, as the job account, output to `out`.out/.err. For prerun commands: they
+    come after StackLaunch's daemon boot, whose hook (a base class's) runs first."""
+    argv = extra_launch(test, ntasks) + [test.build.executable_path, *opts]
     return f'{registry.shell_join(argv)} > {out}.out 2> {out}.err'
 
 
@@ -77,6 +75,7 @@ class Su3Base(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         # after ReferenceLookup.load_references (base-class hooks run first)
         if not getattr(self, 'assert_performance', True):
             self.reference = {}
+        self.fit_to_nodes()     # on a cluster: ranks over the nodes, messages between them
 
     def trajs(self, name=None):
         return records(os.path.join(self.stagedir, name or self.stdout.evaluate()), 'SU3-TRAJ')
@@ -114,7 +113,7 @@ class Su3Run(Su3Base):
     @sanity_function
     def validate(self):
         return sn.all([
-            sn.assert_eq(self.job.exitcode, 0, msg='su3_rmd exited with {0}'),
+            sn.assert_eq(sn.defer(self.exit_code()), 0, msg='su3_rmd exited with {0}'),
             sn.assert_not_found(r'unitarity check failed', self.stderr,
                                 msg='a link left SU(3): unitarity check failed'),
             sn.assert_found(r'^SU3-END \{', self.stdout, msg='no SU3-END record: run cut short'),
@@ -202,7 +201,7 @@ class Su3RankInvariance(Su3Base):
     @sanity_function
     def validate(self):
         return sn.all([
-            sn.assert_eq(self.job.exitcode, 0, msg='su3_rmd on 4 ranks exited with {0}'),
+            sn.assert_eq(sn.defer(self.exit_code()), 0, msg='su3_rmd on 4 ranks exited with {0}'),
             sn.assert_eq(self._same(), True, msg='{0}'),
         ])
 
