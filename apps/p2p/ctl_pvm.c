@@ -24,7 +24,6 @@ struct pvm_p2p_opts pvm_p2p = { 0, 3, 7, 7, PK_BYTE, 0 };
 const char *const pvm_send_names[PVM_NSENDS] = { "send", "psend" };
 const char *const pvm_recv_names[PVM_NRECVS] = { "recv", "nrecv", "trecv" };
 const char *const pvm_enc_names[PVM_NENCS] = { "default", "raw", "inplace" };
-const char *const pvm_pack_names[PVM_NPACKS] = { "byte", "double" };
 
 static int me, mytid, peer = -1;
 

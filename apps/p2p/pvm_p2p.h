@@ -32,7 +32,6 @@ extern struct pvm_p2p_opts pvm_p2p;
 extern const char *const pvm_send_names[PVM_NSENDS];
 extern const char *const pvm_recv_names[PVM_NRECVS];
 extern const char *const pvm_enc_names[PVM_NENCS];
-extern const char *const pvm_pack_names[PVM_NPACKS];
 
 int pvm_p2p_peer(void);            /* the partner's task id */
 /* Waits for the next message with `call`; returns its buffer id, after

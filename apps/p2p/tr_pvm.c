@@ -119,19 +119,24 @@ static void pvm_recv_msg(struct tport *t)
     int whole = s->pack == PK_DOUBLE ? s->want / 8 : 0, rest = s->want - 8 * whole;
     int wire = 8 * whole + (s->enc == PE_DEFAULT ? (rest + 3) / 4 * 4 : rest);
     int rc = 0;
+    const char *call = "pvm_upkbyte";
     if (bytes == wire) {
         s->last = s->want;
-        if (whole)
+        if (whole) {
+            call = "pvm_upkdouble";
             rc = pvm_upkdouble((double *)s->buf, whole, 1);
-        if (rc >= 0 && rest)
+        }
+        if (rc >= 0 && rest) {
+            call = "pvm_upkbyte";
             rc = pvm_upkbyte((char *)s->buf + 8 * whole, rest, 1);
+        }
     } else {
         /* never more than was posted: the driver then reports the length */
         s->last = bytes;
         rc = pvm_upkbyte(s->buf, bytes < s->want ? bytes : s->want, 1);
     }
     if (rc < 0)
-        pvm_p2p_fail(whole ? "pvm_upkdouble" : "pvm_upkbyte", rc);
+        pvm_p2p_fail(call, rc);
 }
 
 static long pvm_received(struct tport *t) { return ((struct pvm_state *)t->state)->last; }

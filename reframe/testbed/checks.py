@@ -169,7 +169,7 @@ def extra_launch(test, ntasks):
     partition srun with the stack's PMI on the job's first node, or the fallback."""
     reg, stack = stack_of(test)
     if test.current_partition.launcher_type.registered_name != 'srun':
-        return in_job_as_account(test, reg) + stack.launch_command(ntasks, test.knobs)
+        return drop_privileges(reg) + stack.launch_command(ntasks, test.knobs)
     if stack.srun_mpi:
         return ['srun', f'--mpi={stack.srun_mpi}', '-N', '1', '-n', str(ntasks)]
     return fallback_launch(test, reg, stack, ntasks)

@@ -76,24 +76,27 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         cross the same link in the same job and the link sets their time, so the ratio held
         within a few percent over eight runs; on the native profile (no shaping) the VM's
         state sets it and it moved by up to 4x, so it is reported only (docs/cluster.md)."""
-        extras = self.current_partition.extras
-        if not extras.get('rate_mbit'):
+        if not self.current_partition.extras.get('rate_mbit'):
             return []
-        layers = (self.baselines or extras.get('p2p_baselines', 'shm,memcpy')).split(',')
-        return [f'time_over_{b}' for b in layers if b in ('tcp', 'tcp_poll')]
+        return [f'time_over_{b}' for b in self.baseline_list() if b in ('tcp', 'tcp_poll')]
 
     @run_after('setup')
     def place_ranks(self):
         """Both ranks on one node, or one per node on a partition of several; the raw layers
         the partition names."""
         self.spread_over_nodes()
-        self.baselines = self.baselines or self.current_partition.extras.get(
-            'p2p_baselines', 'shm,memcpy')
+        self.baselines = self.run_baselines()
+
+    def run_baselines(self):
+        """--baselines as the run passes it: the test's, else the partition's extras
+        'p2p_baselines', else shm,memcpy (also before place_ranks has set it)."""
+        return self.baselines or self.current_partition.extras.get('p2p_baselines',
+                                                                   'shm,memcpy')
 
     def baseline_list(self):
         """The raw layers, as apps/p2p reads --baselines ('both' and 'none' included)."""
-        return {'both': ['shm', 'memcpy'], 'none': []}.get(self.baselines,
-                                                            self.baselines.split(','))
+        layers = self.run_baselines()
+        return {'both': ['shm', 'memcpy'], 'none': []}.get(layers, layers.split(','))
 
     @run_before('performance')
     def ratio_per_baseline(self):

@@ -160,7 +160,8 @@ def test_between_nodes_over_a_shaped_link_p2p_matrix_asserts_its_ratios_to_raw_t
     def report(name, v):
         tcs = [{'name': 'P2PMatrix %mode=Send-Recv/complete %size_range=quick', 'environ': 'e',
                 'stack_name': 's', 'size_range': 'quick', 'cache': 'warm',
-                'system': 'testbed-cluster', 'partition': part, 'reference_case': 'Send-Recv/complete/quick/warm',
+                'system': 'testbed-cluster', 'partition': part,
+                'reference_case': 'Send-Recv/complete/quick/warm',
                 'reference_file': 'p2p.csv', 'machine_type': 't', 'machine_id': 'm-1',
                 'result': 'pass', 'portable_variables': declared,
                 'perfvalues': {f'testbed-cluster:{part}:{var}': [v, 0, None, None, unit, 'pass']
