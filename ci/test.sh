@@ -13,19 +13,29 @@ bash ci/setup.sh || exit 1
 t_setup=$(date +%s)
 . site/env.sh
 status=0
+failed_steps=()
+# Reports written after this marker are this run's; the failure list at the end reads only them.
+marker=$(mktemp)
+pytest_log=$(mktemp)
+trap 'rm -f "$marker" "$pytest_log"' EXIT
 
 echo "== pytest: the Python parts, bad input, leftover processes"
-python3 -m pytest -q reframe/unittests apps || status=1
+python3 -m pytest -q -rfE reframe/unittests apps 2>&1 | tee "$pytest_log" || { status=1; failed_steps+=(pytest); }
 t_pytest=$(date +%s)
 
 echo "== ReFrame quick pass over every stack (references asserted)"
-bash ci/suite.sh quick || status=1
+bash ci/suite.sh quick || { status=1; failed_steps+=("quick pass"); }
 t_suite=$(date +%s)
 
 echo "== the emulated Slurm cluster: two nodes, four link profiles (ci/cluster.sh quick)"
-bash ci/cluster.sh quick || status=1
+bash ci/cluster.sh quick || { status=1; failed_steps+=(cluster); }
 t_cluster=$(date +%s)
 
 echo "== wall time: set-up $((t_setup - t_start)) s, pytest $((t_pytest - t_setup)) s," \
      "ReFrame quick pass $((t_suite - t_pytest)) s, cluster $((t_cluster - t_suite)) s"
+# CI keeps the tail of the log: end with what failed, so a red run says why in its last lines.
+echo "== failed steps: ${failed_steps[*]:-none}"
+grep -E '^(FAILED|ERROR) ' "$pytest_log" || true
+mapfile -t reports < <(find "$repo/reframe/reports" -maxdepth 1 -name '*.json' -newer "$marker" | sort)
+(cd reframe && python3 -m testbed.failures "${reports[@]}")
 exit $status
