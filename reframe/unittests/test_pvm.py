@@ -179,21 +179,42 @@ def test_a_bad_packing_names_it(job):
         proc.stderr, proc.stderr
 
 
-def test_the_raw_over_default_direction_fails_when_raw_is_not_faster():
-    """PvmMatrix's assertion of the study's finding (pack=double): it passes when Raw is the
-    faster at 1 MiB, fails naming both figures when it is not, and is silent below 1 MiB."""
+def direction_test(mins, size_range='quick'):
+    """A stand-in for a PvmMatrix case whose minimum half round trips are `mins` per
+    encoding: enough for its direction assertions."""
     import sys
     from types import SimpleNamespace
     sys.path.insert(0, str(REPO / 'reframe' / 'tests'))
     from pvm_matrix import PvmMatrix
+    test = SimpleNamespace(size_range=size_range, route='direct', num_tasks_per_node=2,
+                           DIRECTION_MIN_SIZE=PvmMatrix.DIRECTION_MIN_SIZE,
+                           NAMES=PvmMatrix.NAMES,
+                           _row=lambda pair, enc, size: {'min_us': mins[enc]})
+    test._not_slower = lambda *args, **kw: PvmMatrix._not_slower(test, *args, **kw)
+    return PvmMatrix, test
 
+
+def test_the_raw_over_default_direction_fails_when_raw_is_not_faster():
+    """PvmMatrix's assertion of the study's finding (pack=double): it passes when Raw is the
+    faster at 1 MiB, fails naming both figures when it is not, and is silent below 1 MiB."""
     def fake(raw_us, default_us, size_range='quick'):
-        mins = {'raw-double': raw_us, 'default-double': default_us}
-        return SimpleNamespace(size_range=size_range, route='direct',
-                               DIRECTION_MIN_SIZE=PvmMatrix.DIRECTION_MIN_SIZE,
-                               _row=lambda pair, enc, size: {'min_us': mins[enc]})
+        return direction_test({'raw-double': raw_us, 'default-double': default_us},
+                              size_range)[1]
 
+    PvmMatrix = direction_test({})[0]
     assert PvmMatrix._raw_not_faster(fake(940.0, 2960.0)) is None
     problem = PvmMatrix._raw_not_faster(fake(2960.0, 940.0))
     assert 'Raw 2960.0 us not faster than Default (XDR) 940.0 us' in problem, problem
     assert PvmMatrix._raw_not_faster(fake(2960.0, 940.0, size_range='small')) is None
+
+
+def test_the_inplace_direction_allows_a_tie_and_names_a_loss():
+    """InPlace at least as fast as Raw (byte packing): a tie passes, a loss names both."""
+    def fake(inplace_us, raw_us):
+        return direction_test({'inplace': inplace_us, 'raw': raw_us})[1]
+
+    PvmMatrix = direction_test({})[0]
+    assert PvmMatrix._inplace_not_slower(fake(400.0, 400.0)) is None
+    problem = PvmMatrix._inplace_not_slower(fake(500.0, 400.0))
+    assert 'send-recv direct at 1048576 bytes: InPlace 500.0 us slower than Raw 400.0 us' \
+        in problem, problem

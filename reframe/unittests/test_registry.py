@@ -211,3 +211,21 @@ def test_knob_value_with_control_character_is_refused():
     lam = registry.load(REAL).stacks['lam-7.1']
     with pytest.raises(KeyError, match='control character'):
         lam.launch_command(2, {'tcp_socket_buffer': '1\n2'})
+
+
+def test_fallback_launch_writes_the_host_file_line_once(tmp_path):
+    """su3_rmd's 1-rank baseline and its main launch both go through fallback_launch."""
+    from types import SimpleNamespace
+    from testbed.checks import fallback_launch
+    path = tmp_path / 'stacks.toml'
+    path.write_text(GOOD + 'fallback_env = { X_HOSTS = "{hostfile}" }\n'
+                           'fallback_hostline = "{host}"\n')
+    reg = registry.load(path)
+    stack = reg.stacks['x-1.0']
+    test = SimpleNamespace(current_partition=SimpleNamespace(extras={'fallback_agent': '/a'}),
+                           stagedir=str(tmp_path), env_vars={}, prerun_cmds=['echo first'],
+                           knobs={})
+    assert fallback_launch(test, reg, stack, 1) == ['mpiexec.x', '-n', '1']
+    assert fallback_launch(test, reg, stack, 2) == ['mpiexec.x', '-n', '2']
+    assert test.prerun_cmds == [stack.fallback_hostfile_command('fallback-hosts'), 'echo first']
+    assert test.env_vars['X_HOSTS'].endswith('fallback-hosts')
