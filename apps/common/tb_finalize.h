@@ -14,6 +14,7 @@
 #define TB_FINALIZE_H
 #include <mpi.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@ static inline int tb_finalize_bounded(void)
 {
     const char *env = getenv("TESTBED_FINALIZE_LIMIT_S");
     int limit = env ? atoi(env) : TB_FINALIZE_LIMIT_S;
+    fflush(NULL);   /* the records: a hung finalize leaves by _exit, which drops buffers */
     signal(SIGALRM, tb_finalize_hung);
     alarm(limit >= 1 && limit <= 3600 ? (unsigned)limit : TB_FINALIZE_LIMIT_S);
     int rc = MPI_Finalize();

@@ -12,13 +12,16 @@
  * Added, because this driver is the project's own: one HPL-RUN record before
  * the report (the library's version, every rank's CPU) and one HPL-END after it
  * (every rank's CPU again), so the test can name the library and see that the
- * ranks sat on distinct CPUs and did not move; and --bind-self, for launchers
- * that cannot bind (LAM): rank r pins itself to the r-th allowed CPU.
+ * ranks sat on distinct CPUs and did not move; --bind-self, for launchers
+ * that cannot bind (LAM): rank r pins itself to the r-th allowed CPU; and a
+ * time limit on MPI_Finalize (../common/tb_finalize.h), which MPICH 4.0 over
+ * UCX's TCP transport sometimes never leaves between two nodes.
  */
 #include <stdio.h>
 #include <string.h>
 #include "hpl.h"
 #include "tb_bind.h"
+#include "tb_finalize.h"
 #include "tb_version.h"
 
 int HPL_main(int argc, char **argv, HPL_RuntimeData *rdata, int *failure);
@@ -83,6 +86,6 @@ int main(int argc, char **argv)
         printf("HPL-END {\"cpus_end\":%s}\n", cpus);
         fflush(stdout);
     }
-    MPI_Finalize();
+    tb_finalize_bounded();     /* see ../common/tb_finalize.h */
     return 0;
 }

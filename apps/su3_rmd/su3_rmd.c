@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include "lattice.h"
 #include "tb_bind.h"
+#include "tb_finalize.h"
 #include "tb_median.h"
 #include "tb_version.h"
 
@@ -537,6 +538,6 @@ int main(int argc, char **argv)
                o.traj, wall, 100.0 * tot[2] / wall);
     }
     free(traj_s);
-    MPI_Finalize();
+    tb_finalize_bounded();     /* see ../common/tb_finalize.h */
     return 0;
 }

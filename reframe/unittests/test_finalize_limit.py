@@ -57,3 +57,21 @@ def test_a_clean_finalize_is_untouched(built):
     proc = subprocess.run(cmd, env=dict(os.environ, TESTBED_FINALIZE_LIMIT_S='2'),
                           capture_output=True, text=True, timeout=120, cwd=built)
     assert proc.returncode == 0 and 'FINALIZE-HUNG' not in proc.stderr, proc.stderr
+
+
+def test_su3_keeps_its_records_when_its_finalize_hangs(built):
+    """su3_rmd (xhpl has the same header) leaves a hung finalize at the limit with its
+    SU3-END record out, which is what lets its test keep the figures (Su3Run._exit_status)."""
+    subprocess.run(['make', '-s', '-C', str(built / 'apps' / 'su3_rmd'), 'CC=mpicc.mpich'],
+                   check=True, capture_output=True)
+    subprocess.run(['chmod', '-R', 'a+rX', str(built)], check=True)
+    reg = registry.load()
+    cmd = drop_privileges(reg) + reg.stacks['mpich-4.0'].launch_command(2) + [
+        str(built / 'apps' / 'su3_rmd' / 'su3_rmd'), '--lattice', '4x4x4x4',
+        '--trajectories', '2']
+    env = dict(os.environ, LD_PRELOAD=str(built / 'hang.so'), TESTBED_FINALIZE_LIMIT_S='2')
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120,
+                          cwd=built)
+    assert proc.returncode in (75, 1), (proc.returncode, proc.stderr)
+    assert 'FINALIZE-HUNG: MPI_Finalize did not return' in proc.stderr, proc.stderr
+    assert 'SU3-END {' in proc.stdout, proc.stdout[-500:]
