@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The emulated-cluster part of the test command (ci/test.sh) and of `make run-cluster`:
 #   ci/cluster.sh quick   2 nodes; native: the point-to-point matrix (12 modes, small and large
-#                         ranges) across the two nodes and KnobReach; then native, gige, 10gige and 10gige
+#                         ranges) across the two nodes, KnobReach, HPL on a 1x2 grid (N 3600)
+#                         and su3_rmd on 2 ranks (Isend), a rank on each node (reported: the
+#                         cluster has no references for them); then native, gige, 10gige and 10gige
 #                         with MTU 9000: Send-Recv over the quick range (8 B .. 1 MiB), and
 #                         under gige the large range too (bandwidth must stay under the rate).
 #                         Stacks: TESTBED_CLUSTER_STACKS (default mpich-4.0, openmpi-4.1).
@@ -30,12 +32,14 @@ case "$profile" in
          startup=${TESTBED_CLUSTER_STARTUP_STACKS:-openmpi-4.1,lam-7.1}
          startup_np=2,4,8 startup_repeats=3
          matrix=(-n 'P2PMatrix.*%size_range=(small|large)') samples=15
-         pvm='PvmMatrix.*%size_range=quick' ;;
+         pvm='PvmMatrix.*%size_range=quick'
+         apps=(-n 'HplRun.*%grid=1x2' -S HplRun.n_list=3600 -n 'Su3Run.*%ranks=2.*%comm=isend') ;;
   full)  stacks=${TESTBED_CLUSTER_STACKS:-} fallback=${TESTBED_CLUSTER_FALLBACK_STACKS:-pvm-3.4}
          startup=${TESTBED_CLUSTER_STARTUP_STACKS:-openmpi-4.1,openmpi-5.0,mpich-5.0,lam-7.1}
          startup_np=2,4,8,16 startup_repeats=5
          matrix=(-n 'P2PMatrix') samples=30
-         pvm='PvmMatrix' ;;
+         pvm='PvmMatrix'
+         apps=(-n 'HplRun.*%grid=1x2' -n 'Su3Run.*%ranks=2') ;;
   *) echo "error: ci/cluster.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;
 esac
 # a comma list of stacks as ReFrame's environment selection (environment names hold no dots)
@@ -83,7 +87,7 @@ run_profile() {
 }
 startup_report=''
 with_fallback=1 with_startup=1 run_profile native 1500 "${matrix[@]}" -n "$sendrecv=quick" \
-    -n KnobReach
+    -n KnobReach "${apps[@]}"
 with_fallback=1 run_profile gige 1500 -n "$sendrecv=(quick|large)"
 run_profile 10gige 1500 -n "$sendrecv=quick"
 run_profile 10gige 9000 -n "$sendrecv=quick"
