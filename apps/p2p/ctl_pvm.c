@@ -6,8 +6,9 @@
  *
  * Control messages travel on the route the run measures (PVM sets one per
  * task), with their own tag and a sequence number (ctl_send); the driver
- * never has one in flight while it times, so they cannot be taken for data. The --pvm-* options are read
- * here and taken out of argv, as MPI_Init takes out its own. */
+ * never has one in flight while it times, so they cannot be taken for data.
+ * The --pvm-* options are read here and taken out of argv, as MPI_Init takes
+ * out its own. */
 #define _GNU_SOURCE
 #include <stdio.h>      /* before pvm3.h, which declares pvm_catchout(FILE *) then */
 #include <pvm3.h>
@@ -187,11 +188,11 @@ int pvm_p2p_wait(int call, int tag)
     }
 }
 
-/* Control messages carry a sequence number and their length. PVM can deliver two
- * messages of one sender out of order while the direct route between the tasks is
- * being set up (one went through the pvmds, the next one straight): seen as a barrier
- * arriving before the 4-byte exchange sent ahead of it. A message that comes early is
- * kept until its turn. */
+/* Control messages carry a sequence number and their length. Seen once: a barrier
+ * arriving before the 4-byte exchange sent ahead of it, likely because PVM sends a
+ * pair's first messages through the pvmds until the direct route is open, so two
+ * messages of one sender can overtake each other then. Every control message is kept
+ * in a short list when it arrives and taken from it in its turn. */
 #define CTL_EARLY_MAX 8
 static int ctl_sent, ctl_taken;
 static struct { int seq, n; char *data; } early[CTL_EARLY_MAX];
@@ -211,55 +212,49 @@ static void ctl_send(const void *buf, int n)
         pvm_p2p_fail("pvm_send (control)", rc);
 }
 
-static void ctl_wrong_length(int got, int due)
+/* Receives the next control message from the partner into the kept list. */
+static void ctl_take_one(void)
 {
-    fprintf(stderr, "p2p: rank %d: a control message of %d bytes from the partner t%x"
-            " where %d bytes were due\n", me, got, peer, due);
-    ctl_abort(2);
+    pvm_p2p_wait(PR_RECV, PVM_TAG_CTL);
+    int head[2] = { -1, -1 };
+    if (pvm_upkint(head, 2, 1) < 0 || head[1] < 0) {
+        fprintf(stderr, "p2p: rank %d: a control message from t%x without its header\n",
+                me, peer);
+        ctl_abort(2);
+    }
+    char *data = head[1] > 0 ? malloc((size_t)head[1]) : NULL;
+    if (head[0] < ctl_taken || n_early == CTL_EARLY_MAX || (head[1] > 0 && !data) ||
+        (head[1] > 0 && pvm_upkbyte(data, head[1], 1) < 0)) {
+        fprintf(stderr, "p2p: rank %d: control message %d from t%x while %d was due"
+                " (%d kept early): the control plane lost its order\n", me, head[0], peer,
+                ctl_taken, n_early);
+        ctl_abort(2);
+    }
+    early[n_early].seq = head[0];
+    early[n_early].n = head[1];
+    early[n_early].data = data;
+    n_early++;
 }
 
 static void ctl_recv(void *buf, int n)
 {
-    for (int i = 0; i < n_early; i++) {
-        if (early[i].seq != ctl_taken)
-            continue;
-        if (early[i].n != n)
-            ctl_wrong_length(early[i].n, n);
-        if (n > 0)
-            memcpy(buf, early[i].data, (size_t)n);
-        free(early[i].data);
-        early[i] = early[--n_early];
-        ctl_taken++;
-        return;
-    }
     for (;;) {
-        pvm_p2p_wait(PR_RECV, PVM_TAG_CTL);
-        int head[2] = { -1, -1 };
-        if (pvm_upkint(head, 2, 1) < 0 || head[1] < 0) {
-            fprintf(stderr, "p2p: rank %d: a control message from t%x without its"
-                    " header\n", me, peer);
-            ctl_abort(2);
-        }
-        if (head[0] == ctl_taken) {
-            if (head[1] != n)
-                ctl_wrong_length(head[1], n);
-            if (n > 0 && pvm_upkbyte(buf, n, 1) < 0)
-                pvm_p2p_fail("pvm_upkbyte (control)", PvmNoData);
+        for (int i = 0; i < n_early; i++) {
+            if (early[i].seq != ctl_taken)
+                continue;
+            if (early[i].n != n) {
+                fprintf(stderr, "p2p: rank %d: a control message of %d bytes from the"
+                        " partner t%x where %d bytes were due\n", me, early[i].n, peer, n);
+                ctl_abort(2);
+            }
+            if (n > 0)
+                memcpy(buf, early[i].data, (size_t)n);
+            free(early[i].data);
+            early[i] = early[--n_early];
             ctl_taken++;
             return;
         }
-        char *data = head[1] > 0 ? malloc((size_t)head[1]) : NULL;
-        if (head[0] < ctl_taken || n_early == CTL_EARLY_MAX || (head[1] > 0 && !data) ||
-            (head[1] > 0 && pvm_upkbyte(data, head[1], 1) < 0)) {
-            fprintf(stderr, "p2p: rank %d: control message %d from t%x while %d was due"
-                    " (%d kept early): the control plane lost its order\n", me, head[0],
-                    peer, ctl_taken, n_early);
-            ctl_abort(2);
-        }
-        early[n_early].seq = head[0];
-        early[n_early].n = head[1];
-        early[n_early].data = data;
-        n_early++;
+        ctl_take_one();
     }
 }
 

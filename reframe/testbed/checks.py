@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import reframe as rfm
+import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
@@ -383,6 +384,13 @@ class StackLaunch(rfm.RegressionMixin):
         self.skip_if(self.num_tasks > cpus, f'{self.num_tasks} ranks: more than the {cpus} '
                      f'CPUs of {self.current_partition.fullname} ({nodes} nodes)')
         self.num_tasks_per_node = -(-self.num_tasks // nodes)
+
+    @sn.deferrable
+    def exit_status_after(self, tag):
+        """exit_status, the run counted as ended when the program printed its `tag` record
+        (P2P-END, HPL-END, SU3-END: the last before MPI_Finalize) on stdout."""
+        with open(os.path.join(self.stagedir, self.stdout.evaluate()), errors='replace') as fh:
+            return self.exit_status(any(line.startswith(tag + ' {') for line in fh))
 
     def exit_status(self, ended):
         """The launch's exit code, except that a program whose every record is out (`ended`)

@@ -87,17 +87,13 @@ class OneSided(StackLaunch, rfm.RunOnlyRegressionTest):
     @sanity_function
     def validate(self):
         return sn.all([
-            sn.assert_eq(self._exit(), 0, msg='benchmark exited with {0}, expected {1}'),
+            sn.assert_eq(self.exit_status_after('P2P-END'), 0,
+                         msg='benchmark exited with {0}, expected {1}'),
             sn.assert_found(r'^P2P-END \{', self.stdout, msg='no P2P-END record: run cut short'),
             sn.assert_not_found(r'^P2P-UNSUPPORTED', self.stdout,
                                 msg='the library lacks this sync (see P2P-UNSUPPORTED)'),
             sn.assert_eq(self._checked(), True, msg='{0}'),
         ])
-
-    @sn.deferrable
-    def _exit(self):
-        with open(self._out(), errors='replace') as fh:
-            return self.exit_status(any(line.startswith('P2P-END {') for line in fh))
 
     def _rows(self):
         return records(self._out(), 'P2P')

@@ -127,20 +127,14 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     @sanity_function
     def validate(self):
         return sn.all([
-            sn.assert_eq(self._exit_status(), 0, msg='benchmark exited with {0}, expected {1}'),
+            sn.assert_eq(self.exit_status_after('P2P-END'), 0,
+                         msg='benchmark exited with {0}, expected {1}'),
             sn.assert_found(r'^P2P-RUN \{', self.stdout, msg='no P2P-RUN record'),
             sn.assert_found(r'^P2P-END \{', self.stdout, msg='no P2P-END record: run cut short'),
             sn.assert_not_found(r'^P2P-UNAVAILABLE', self.stdout,
                                 msg='a raw-layer baseline could not run (see P2P-UNAVAILABLE)'),
             sn.assert_eq(self._checked(), True, msg='{0}'),
         ])
-
-    @sn.deferrable
-    def _exit_status(self):
-        """0 for a clean exit, and for a finalize that hung once the run had ended (P2P-END
-        printed): StackLaunch.exit_status records that, it does not hide it."""
-        with open(self._out_path(), errors='replace') as fh:
-            return self.exit_status(any(line.startswith('P2P-END {') for line in fh))
 
     @sn.deferrable
     def _checked(self):

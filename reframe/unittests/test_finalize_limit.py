@@ -61,7 +61,8 @@ def test_a_clean_finalize_is_untouched(built):
 
 def test_su3_keeps_its_records_when_its_finalize_hangs(built):
     """su3_rmd (xhpl has the same header) leaves a hung finalize at the limit with its
-    SU3-END record out, which is what lets its test keep the figures (Su3Run._exit_status)."""
+    SU3-END record out, which is what lets its test keep the figures
+    (StackLaunch.exit_status_after)."""
     subprocess.run(['make', '-s', '-C', str(built / 'apps' / 'su3_rmd'), 'CC=mpicc.mpich'],
                    check=True, capture_output=True)
     subprocess.run(['chmod', '-R', 'a+rX', str(built)], check=True)
@@ -75,3 +76,23 @@ def test_su3_keeps_its_records_when_its_finalize_hangs(built):
     assert proc.returncode in (75, 1), (proc.returncode, proc.stderr)
     assert 'FINALIZE-HUNG: MPI_Finalize did not return' in proc.stderr, proc.stderr
     assert 'SU3-END {' in proc.stdout, proc.stdout[-500:]
+
+
+@pytest.mark.parametrize('stdout, expected, hung', [
+    ('P2P-RUN {}\nP2P-END {"x":1}\n', 0, True),    # every record out, then the hang
+    ('P2P-RUN {}\n', 75, False),                    # cut short: the exit code stands
+])
+def test_exit_status_after_counts_a_hang_only_after_the_last_record(tmp_path, stdout,
+                                                                    expected, hung):
+    from types import SimpleNamespace
+    from testbed.checks import StackLaunch
+    (tmp_path / 'out').write_text(stdout)
+    (tmp_path / 'err').write_text('FINALIZE-HUNG: MPI_Finalize did not return within the '
+                                  'limit; every record above was complete\n')
+    test = SimpleNamespace(stagedir=str(tmp_path), finalize_hung=False,
+                           stdout=SimpleNamespace(evaluate=lambda: 'out'),
+                           stderr=SimpleNamespace(evaluate=lambda: 'err'),
+                           exit_code=lambda: 75)
+    test.exit_status = lambda ended: StackLaunch.exit_status(test, ended)
+    assert StackLaunch.exit_status_after(test, 'P2P-END').evaluate() == expected
+    assert test.finalize_hung is hung
