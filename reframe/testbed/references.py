@@ -15,8 +15,9 @@ Two kinds of row (testbed/machine.py):
 passes within a factor exp(w) either way (lower = exp(-w) - 1, upper = exp(w) - 1). A row whose
 bounds would accept a 2x change in either direction catches nothing worth catching and is
 refused when loaded. `runs` names the ReFrame sessions whose figures produced the row. Rows are
-written only by `python3 -m testbed.references update`; a commit that changes a reference file
-says which runs produced it.
+written only by `python3 -m testbed.references update` (from N runs on one machine) and
+`transfer` (a row's band widened to cover runs on another machine of its type, by the same
+rule); a commit that changes a reference file says which runs produced it.
 """
 import argparse
 import csv
@@ -31,8 +32,8 @@ FIELDS = ['system', 'partition', 'machine', 'stack', 'test', 'case', 'variable',
           'value', 'lower', 'upper', 'unit', 'runs']
 KEY = FIELDS[:7]
 HEADER_COMMENT = ('# Performance references, one row per system/partition/machine/stack/test/'
-                  'case/variable.\n# Written by `python3 -m testbed.references update` from the '
-                  'ReFrame runs in column runs; never edited by hand.\n')
+                  'case/variable.\n# Written by `python3 -m testbed.references update` (bands widened '
+                  'by `transfer`) from the ReFrame runs in column runs; never edited by hand.\n')
 RATIO_UNIT = 'ratio'
 #: a row accepting a factor of 2 either way is refused: it would catch nothing worth catching
 MAX_FACTOR = 2.0
@@ -185,13 +186,13 @@ def _report_cases(report_path):
 def declared_between_nodes(tc):
     """The figures a P2PMatrix case asserts itself: those it declares (portable_variables);
     in a report made before it declared any, its ratios to raw TCP when it ran between nodes
-    over a shaped link (a cluster partition but the native profile's), which is what it
-    declares now."""
+    over a shaped link (a cluster partition but the native profile's), its ratio to busy-poll
+    raw TCP, which is what it declares now (the ratio to blocking TCP is reported only)."""
     own = set(tc.get('portable_variables') or [])
     if not own and tc.get('system', 'testbed-local') != 'testbed-local' and \
             not tc.get('partition', '').endswith('_native'):
         own = {k.split(':')[-1] for k in tc.get('perfvalues') or {}
-               if k.split(':')[-1] in ('time_over_tcp', 'time_over_tcp_poll')}
+               if k.split(':')[-1] == 'time_over_tcp_poll'}
     return own
 
 
@@ -305,6 +306,53 @@ def derive(report_paths, k=3.0, min_runs=3):
     return rows, left_out
 
 
+def transfer(table, report_paths):
+    """Portable rows of `table` checked against runs on another machine of their type: each
+    row the reports measure keeps its value (the median of the runs that made it) and gets
+    the band the same rule gives across machines, w = max(its own w, 1.5 x the largest
+    distance in log space of the new figures from the value), with the new sessions added to
+    its runs. Returns (changed rows as dicts, a line per row measured, the rows that would
+    accept 2x: left as they were). A row never narrows."""
+    seen = {}
+    for report_path in report_paths:
+        for session, tc in _report_cases(report_path):
+            for pkey, entry in tc['perfvalues'].items():
+                system, partition, var = pkey.split(':')
+                if var not in tc.get('portable_variables', []) or not entry[0] or \
+                        entry[0] <= 0 or not tc.get('machine_type'):
+                    continue
+                key = (system, partition, tc['machine_type'],
+                       tc.get('stack_name') or tc['environ'], tc['name'].split()[0],
+                       tc['reference_case'], var)
+                if key in table:
+                    got = seen.setdefault(key, ([], []))
+                    got[0].append(float(entry[0]))
+                    if session not in got[1]:
+                        got[1].append(session)
+    changed, lines, refused = [], [], []
+    for key, (vals, sessions) in sorted(seen.items()):
+        ref = table[key]
+        w_old = max(math.log1p(ref.upper), -math.log1p(ref.lower))
+        far = max(abs(math.log(v / ref.value)) for v in vals)
+        w = max(w_old, 1.5 * far)
+        ratios = ', '.join(f'{v / ref.value:.3f}' for v in vals)
+        line = (f'{"/".join(key)}: new figures {ratios} x the value; band '
+                f'{ref.lower:+.1%}/{ref.upper:+.1%}')
+        if math.exp(w) >= MAX_FACTOR:
+            refused.append(key)
+            lines.append(f'{line}: would accept 2x, left as it was')
+            continue
+        if w == w_old:
+            lines.append(f'{line}: covers them, unchanged')
+            continue
+        runs = ' '.join([ref.runs] + [x for x in sessions if x not in ref.runs.split()])
+        changed.append(dict(zip(KEY, key), value=f'{ref.value:.6g}',
+                            lower=f'{math.exp(-w) - 1:.4f}', upper=f'{math.exp(w) - 1:.4f}',
+                            unit=ref.unit, runs=runs))
+        lines.append(f'{line}: widened to {math.exp(-w) - 1:+.1%}/{math.exp(w) - 1:+.1%}')
+    return changed, lines, refused
+
+
 def write(path, rows, keep=None):
     """Write `rows`, keeping the rows of `keep` (an existing table) that `rows` do not replace."""
     merged = {}
@@ -364,6 +412,10 @@ def main(argv=None):
                          "ratios that do not travel)")
     up.add_argument('--replace', action='store_true',
                     help='drop rows the reports do not measure (default: keep them)')
+    tr = sub.add_parser('transfer', help="widen the shipped ratio rows to cover runs on "
+                        "another machine of their type (values kept)")
+    tr.add_argument('reports', nargs='+', help='ReFrame JSON run reports from that machine')
+    tr.add_argument('--dir', default=default_dir)
     chk = sub.add_parser('check', help='validate reference files')
     chk.add_argument('files', nargs='+')
     st = sub.add_parser('status', help='which references this machine has')
@@ -377,6 +429,16 @@ def main(argv=None):
         if args.cmd == 'status':
             from testbed import machine
             print(status(args.dir, machine.record()))
+            return 0
+        if args.cmd == 'transfer':
+            for path in sorted(Path(args.dir).glob('*.csv')):
+                table = load(path)
+                changed, lines, _ = transfer(table, args.reports)
+                for line in lines:
+                    print(f'{path.name}: {line}')
+                if changed:
+                    write(path, changed, table)
+                    print(f'{path}: widened {len(changed)} row(s)')
             return 0
         rows, left_out = derive(args.reports, args.k, args.min_runs)
         if args.only != 'all':

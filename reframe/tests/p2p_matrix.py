@@ -72,13 +72,17 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     def perf_variable_names(self):
         """On one node: none (reported, never asserted per mode; P2PStack asserts their
         median). Between nodes over a shaped link (a partition with a link rate whose raw
-        layers include TCP): MPI's time over raw TCP's, blocking and busy-poll, per mode. Both
-        cross the same link in the same job and the link sets their time, so the ratio held
-        within a few percent over eight runs; on the native profile (no shaping) the VM's
-        state sets it and it moved by up to 4x, so it is reported only (docs/cluster.md)."""
+        layers include busy-poll TCP): MPI's time over busy-poll raw TCP's, per mode. Both
+        cross the same link in the same job, both poll (as MPICH and Open MPI progress), and
+        the link sets their time. The ratio to *blocking* TCP is reported only: its
+        denominator holds the receiver's wake-up, which the VM sets, not the link (mpich-4.0,
+        gige, quick range: median 0.73 and lowest 0.64 over eight runs on one machine, 0.53
+        on the CI machine, whose busy-poll ratios all stayed inside their bands;
+        docs/cluster.md). On the native profile (no shaping) the VM's state sets both, so
+        neither is asserted."""
         if not self.current_partition.extras.get('rate_mbit'):
             return []
-        return [f'time_over_{b}' for b in self.baseline_list() if b in ('tcp', 'tcp_poll')]
+        return [f'time_over_{b}' for b in self.baseline_list() if b == 'tcp_poll']
 
     @run_after('setup')
     def place_ranks(self):
@@ -244,7 +248,8 @@ class P2PStack(ReferenceLookup, rfm.RunOnlyRegressionTest):
     #: must match P2PMatrix.cache of the run (checked)
     cache = variable(str, value='warm')
     # Its figures are ratios to the shared-memory floor: the embedded default's only. On the
-    # emulated cluster P2PMatrix asserts its ratios to raw TCP itself, per mode (shaped links).
+    # emulated cluster P2PMatrix asserts its ratio to busy-poll raw TCP itself, per mode (shaped
+    # links).
     valid_systems = ['testbed-local']
     valid_prog_environs = ['+mpi -no-p2p']   # a stack opts out: feature no-p2p
     executable = 'true'          # nothing to run: the figures come from the dependencies

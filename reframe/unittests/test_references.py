@@ -153,8 +153,9 @@ def test_p2p_modes_are_asserted_through_their_median(tmp_path):
 
 
 def test_between_nodes_over_a_shaped_link_p2p_matrix_asserts_its_ratios_to_raw_tcp(tmp_path):
-    """On the cluster P2PMatrix declares its ratios to raw TCP (portable: keyed by machine
-    type and partition, the link profile in its name), and makes no P2PStack figure; on the
+    """On the cluster P2PMatrix declares its ratio to busy-poll raw TCP (portable: keyed by
+    machine type and partition, the link profile in its name; the ratio to blocking TCP is
+    reported only), and makes no P2PStack figure; on the
     native profile, where the VM's state sets the ratio, it declares none (nor did reports
     made before it declared any)."""
     def report(name, v):
@@ -165,8 +166,9 @@ def test_between_nodes_over_a_shaped_link_p2p_matrix_asserts_its_ratios_to_raw_t
                 'reference_file': 'p2p.csv', 'machine_type': 't', 'machine_id': 'm-1',
                 'result': 'pass', 'portable_variables': declared,
                 'perfvalues': {f'testbed-cluster:{part}:{var}': [v, 0, None, None, unit, 'pass']
-                               for var, unit in (('time_over_tcp', 'ratio'), ('latency', 'us'))}}
-               for part, declared in (('mtu1500_gige', ['time_over_tcp']),
+                               for var, unit in (('time_over_tcp_poll', 'ratio'),
+                                                 ('time_over_tcp', 'ratio'), ('latency', 'us'))}}
+               for part, declared in (('mtu1500_gige', ['time_over_tcp_poll']),
                                       ('mtu1500_10gige', []),   # an older report
                                       ('mtu1500_native', []))]
         path = tmp_path / name
@@ -174,6 +176,43 @@ def test_between_nodes_over_a_shaped_link_p2p_matrix_asserts_its_ratios_to_raw_t
         return path
     rows, _ = references.derive([report('a', 0.80), report('b', 0.81), report('c', 0.79)])
     got = sorted((r['partition'], r['test'], r['machine'], r['variable']) for r in rows)
-    assert got == [('mtu1500_10gige', 'P2PMatrix', 't', 'time_over_tcp'),
-                   ('mtu1500_gige', 'P2PMatrix', 't', 'time_over_tcp')]
+    assert got == [('mtu1500_10gige', 'P2PMatrix', 't', 'time_over_tcp_poll'),
+                   ('mtu1500_gige', 'P2PMatrix', 't', 'time_over_tcp_poll')]
     assert all(float(r['value']) == pytest.approx(0.80) for r in rows)
+
+
+def test_transfer_widens_a_travelling_row_to_another_machine_and_never_narrows(tmp_path):
+    """`transfer`: runs on a second machine of the type keep each row's value and widen its
+    band by the same rule as between runs (1.5 x the farthest new figure, in log space); a
+    row they fall inside is unchanged, one they would stretch to 2x is left as it was."""
+    refs = tmp_path / 'p2p.csv'
+    refs.write_text(references.HEADER_COMMENT + ','.join(references.FIELDS) + '\n' + ''.join(
+        f'testbed-local,default,x86_64-2cpu-vm,mpich-4.0,Su3Run,{case},speedup,1.0,'
+        f'-0.1393,0.1618,ratio,s0\n' for case in ('near', 'far', 'wild')))
+
+    def report(name, values):
+        tcs = [{'name': f'Su3Run %case={case}', 'environ': 'mpich-4_0', 'stack_name': 'mpich-4.0',
+                'reference_case': case, 'reference_file': 'p2p.csv', 'result': 'pass',
+                'machine_type': 'x86_64-2cpu-vm', 'machine_id': 'm-2',
+                'portable_variables': ['speedup'],
+                'perfvalues': {'testbed-local:default:speedup': [v, 0, None, None, 'ratio', 'pass']}}
+               for case, v in values.items()]
+        path = tmp_path / name
+        path.write_text(json.dumps({'session_info': {'uuid': name}, 'runs': [{'testcases': tcs}]}))
+        return path
+    table = references.load(refs)
+    changed, lines, refused = references.transfer(
+        table, [report('m2a', {'near': 1.05, 'far': 1.155, 'wild': 1.6}),
+                report('m2b', {'near': 0.97, 'far': 1.10, 'wild': 1.0})])
+    by = {row['case']: row for row in changed}
+    assert set(by) == {'far'} and [k[5] for k in refused] == ['wild']
+    w = 1.5 * math.log(1.155)
+    assert float(by['far']['value']) == pytest.approx(1.0)          # the value is kept
+    assert float(by['far']['upper']) == pytest.approx(math.exp(w) - 1, abs=1e-4)
+    assert float(by['far']['lower']) == pytest.approx(math.exp(-w) - 1, abs=1e-4)
+    assert by['far']['runs'] == 's0 m2a m2b'
+    assert any('near' in line and 'unchanged' in line for line in lines)
+    references.write(refs, changed, table)
+    again = references.load(refs)
+    assert again[('testbed-local', 'default', 'x86_64-2cpu-vm', 'mpich-4.0', 'Su3Run', 'near',
+                  'speedup')].upper == pytest.approx(0.1618)
