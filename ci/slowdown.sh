@@ -29,7 +29,7 @@ make -s -C "$repo/apps/slowdown" OUT="$out" || exit 2
 run="$out/run-$factor"
 rm -rf "$run"; mkdir -p "$run"; chmod 755 "$run"     # the job account reads its stage
 TESTBED_REPO=$repo . "$repo/site/env.sh"
-[ $# -gt 0 ] || set -- -n 'P2P(Matrix|Stack).*%size_range=(small|large)' -S P2PMatrix.samples=15
+[ $# -gt 0 ] || set -- -n 'P2P(Matrix|Stack).*%size_range=quick' -S P2PMatrix.samples=15
 export TESTBED_INJECT_SLOWDOWN=$factor TESTBED_SLOWDOWN_LIB="$out/libslowdown.so"
 export TESTBED_RUN_ID="slowdown-$(date +%Y%m%d-%H%M%S)-$$"
 cd "$repo/reframe"

@@ -60,6 +60,19 @@ def collect(report):
                          'pair': pair, 'variant': variant, 'size_range': tc['size_range'],
                          'variable': var, 'value': value, 'unit': unit, 'reference': ref,
                          'lower': lower, 'upper': upper, 'result': tc['result']})
+        # per size, where the range is the quick one (the peers' sizes): the 8-byte latency
+        # floor and the 1 MiB bandwidth, from the samples the case kept
+        if tc['size_range'] == 'quick' and tc['result'] == 'pass':
+            for size, var in ((8, 'latency_8B'), (1048576, 'bandwidth_1MiB')):
+                median = _median(tc.get('figure_samples', {}).get(f'half_round_trip_us@{size}',
+                                                                  []))
+                if median:
+                    value = median if size == 8 else size / median    # bytes/us = MB/s
+                    rows.append({'stack': env, 'library_version': versions.get(env, ''),
+                                 'pair': pair, 'variant': variant, 'size_range': 'quick',
+                                 'variable': var, 'value': value,
+                                 'unit': 'us' if size == 8 else 'MB/s', 'reference': None,
+                                 'lower': None, 'upper': None, 'result': tc['result']})
         if not tc.get('perfvalues'):
             rows.append({'stack': env, 'library_version': versions.get(env, ''), 'pair': pair,
                          'variant': variant, 'size_range': tc['size_range'],
@@ -77,7 +90,8 @@ def cell(rows, stack, mode, size_range, var):
                 return 'FAILED'
             if r['variable'] == var and r['value'] is not None:
                 mark = '' if r['result'] == 'pass' else ' (FAIL)'
-                text = f"{r['value']:,.0f}" if var == 'bandwidth' else f"{r['value']:.3f}"
+                text = f"{r['value']:,.0f}" if var.startswith('bandwidth') else \
+                    f"{r['value']:.3f}"
                 return text + mark
     return '-'
 
@@ -90,6 +104,11 @@ def tables(rows, stacks):
             modes.append(m)
     out = []
     for title, rng, var in [
+            ('Half round trip at 8 bytes (us, median of the samples)', 'quick', 'latency_8B'),
+            ('Bandwidth at 1,048,576 bytes (MB/s = 10^6 bytes/s, from the median half round '
+             'trip)', 'quick', 'bandwidth_1MiB'),
+            ('MPI time over the shared-memory floor, quick range, 8 B..1 MiB (ratio, same job; '
+             'geometric mean over the sizes)', 'quick', 'time_over_shm'),
             ('Latency over the small range, 300..4,800 bytes (us, geometric mean of the '
              'per-size medians of the half round trip)', 'small', 'latency'),
             ('MPI time over the shared-memory floor, small range (ratio, same job; the '

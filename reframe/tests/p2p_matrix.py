@@ -244,7 +244,7 @@ class P2PStack(ReferenceLookup, rfm.RunOnlyRegressionTest):
     """One stack, one size range: the median over the twelve P2PMatrix modes of each figure,
     asserted against the references (the modes' own figures are reported by P2PMatrix)."""
     descr = 'Median over the send/receive modes of one stack and size range'
-    size_range = parameter(['small', 'medium', 'large', 'netpipe'])
+    size_range = parameter(['small', 'medium', 'large', 'netpipe', 'quick'])
     #: must match P2PMatrix.cache of the run (checked)
     cache = variable(str, value='warm')
     # Its figures are ratios to the shared-memory floor: the embedded default's only. On the

@@ -32,3 +32,15 @@ def test_different_versions_are_not_compared():
     other['library_version'] = 'MPICH Version: 5.0.2'
     report = {'runs': [{'testcases': [case('mpich-4.0', 2.0, [2.0], ''), other]}]}
     assert 'two builds' not in summary.render(report)[0]
+
+
+def test_quick_range_tables_per_size_from_the_kept_samples():
+    """The quick pass's range (8 B .. 1 MiB): the summary's tables give the 8-byte half round
+    trip and the 1 MiB bandwidth of each mode, the medians of the samples the case kept."""
+    tc = case('mpich-4.0', 2.0, [0.30, 0.25, 0.27], '')
+    tc['figure_samples']['half_round_trip_us@1048576'] = [100.0, 80.0, 90.0]
+    text, _ = summary.render({'runs': [{'testcases': [tc]}]})
+    eight = text.split('### Half round trip at 8 bytes')[1].split('###')[0]
+    assert '| Send-Recv/complete | 0.270 |' in eight
+    mib = text.split('### Bandwidth at 1,048,576 bytes')[1].split('###')[0]
+    assert f'| Send-Recv/complete | {1048576 / 90.0:,.0f} |' in mib      # bytes/us = MB/s
