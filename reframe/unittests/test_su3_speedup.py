@@ -1,0 +1,32 @@
+"""su3_rmd's speedup is the ratio of the lower quartiles of the trajectory times: another
+tenant's load that lengthens half the trajectories leaves it, a slower library moves it."""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests'))
+from su3_rmd import lower_quartile  # noqa: E402
+
+
+def trajs(seconds):
+    # trajectory 0 is the cold start: never timed
+    return [{'traj': 0, 'seconds': 99.0}] + [{'traj': i + 1, 'seconds': s}
+                                            for i, s in enumerate(seconds)]
+
+
+def test_lower_quartile_interpolates_and_skips_the_cold_start():
+    assert lower_quartile(trajs([4.0, 1.0, 3.0, 2.0, 5.0])) == pytest.approx(2.0)
+    assert lower_quartile(trajs([1.0, 2.0])) == pytest.approx(1.25)
+    with pytest.raises(ValueError, match='no timed trajectory'):
+        lower_quartile(trajs([]))
+
+
+def test_interleaved_load_on_half_the_trajectories_leaves_the_speedup():
+    one = trajs([0.0208] * 50)
+    quiet = trajs([0.0107] * 50)
+    noisy = trajs([0.0107, 0.0155] * 25)        # as in the CI run of 2026-11-24
+    assert lower_quartile(one) / lower_quartile(noisy) == \
+        pytest.approx(lower_quartile(one) / lower_quartile(quiet))
+    slower = trajs([0.0107 * 1.2] * 50)          # a library 20 % slower: every trajectory
+    assert lower_quartile(one) / lower_quartile(slower) < 0.85 * 0.0208 / 0.0107
