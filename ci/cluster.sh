@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The emulated-cluster part of the test command (ci/test.sh) and of `make run-cluster`:
 #   ci/cluster.sh quick   2 nodes; native: the point-to-point matrix (12 modes, quick range:
-#                         8 B, 1 KiB, 64 KiB, 1 MiB) across the two nodes, KnobReach, HPL on a 1x2 grid (N 3600)
-#                         and su3_rmd on 2 ranks (Isend), a rank on each node (reported: the
-#                         cluster has no references for them); then native, gige, 10gige and 10gige
-#                         with MTU 9000: Send-Recv over the quick range (8 B .. 1 MiB), and
-#                         under gige the large range too (bandwidth must stay under the rate).
+#                         8 B, 1 KiB, 64 KiB, 1 MiB) across the two nodes, KnobReach, HPL on a
+#                         1x2 grid (N 3600) and su3_rmd on 2 ranks (Isend), a rank on each
+#                         node (reported: the cluster has no references for them); then
+#                         native, gige, 10gige and 10gige with MTU 9000: Send-Recv over the
+#                         quick range (8 B .. 1 MiB), and under gige the large range too
+#                         (bandwidth must stay under the rate).
 #                         Stacks: TESTBED_CLUSTER_STACKS (default mpich-4.0, openmpi-4.1).
 #                         On native and gige also Send-Recv over the quick range for the stacks
 #                         srun cannot start, through the fallback launcher (their own launcher

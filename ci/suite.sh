@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run the ReFrame suite on the embedded default and print the summary table.
 #   ci/suite.sh quick   the README's test pass: p2p's 12 modes over the quick range (8 B,
-#                       1 KiB, 64 KiB, 1 MiB: the peers' sizes) with 15 samples per size; HPL at N=7200 (1800 on the oversubscribed 2x2 grid);
-#                       su3_rmd preset 1; start-up for np 2 and 4 with 3 warm launches;
+#                       1 KiB, 64 KiB, 1 MiB: the peers' sizes) with 15 samples per size;
+#                       HPL at N=7200 (1800 on the oversubscribed 2x2 grid); su3_rmd preset 1;
+#                       start-up for np 2 and 4 with 3 warm launches;
 #                       KnobReach (the knobs reach the ranks); PVM's matrix on both routes,
 #                       bytes and doubles packed,
 #                       at 8 B, 1 KiB, 64 KiB and 1 MiB with 15 samples, and PVM's spawn of

@@ -256,6 +256,12 @@ def tolerance(values, k=3.0, floor=W_MIN):
     return max(k * sd, 1.5 * max(abs(x - mid) for x in logs), floor)
 
 
+def row_key(tc, system, partition, machine, var):
+    """The KEY of the reference row a report's test case looks up for `var`."""
+    return (system, partition, machine, tc.get('stack_name') or tc['environ'],
+            tc['name'].split()[0], tc['reference_case'], var)
+
+
 def derive(report_paths, k=3.0, min_runs=3):
     """Reference rows from run reports, each with the reference file its test names, and the
     figures left out (too few runs, or a spread so wide that the row would accept 2x).
@@ -280,8 +286,7 @@ def derive(report_paths, k=3.0, min_runs=3):
                 machine = tc.get('machine_type') if portable else tc.get('machine_id')
                 if not machine:
                     continue
-                gkey = (system, partition, machine, tc.get('stack_name') or tc['environ'],
-                        tc['name'].split()[0], tc['reference_case'], var)
+                gkey = row_key(tc, system, partition, machine, var)
                 g = groups.setdefault(gkey, {'values': [], 'unit': unit, 'runs': [],
                                              'file': tc.get('reference_file'),
                                              'portable': portable})
@@ -321,9 +326,7 @@ def transfer(table, report_paths):
                 if var not in tc.get('portable_variables', []) or not entry[0] or \
                         entry[0] <= 0 or not tc.get('machine_type'):
                     continue
-                key = (system, partition, tc['machine_type'],
-                       tc.get('stack_name') or tc['environ'], tc['name'].split()[0],
-                       tc['reference_case'], var)
+                key = row_key(tc, system, partition, tc['machine_type'], var)
                 if key in table:
                     got = seen.setdefault(key, ([], []))
                     got[0].append(float(entry[0]))

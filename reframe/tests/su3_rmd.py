@@ -13,6 +13,7 @@ asserted as performance: it carries no reference.
 """
 import json
 import os
+import statistics
 import sys
 
 import reframe as rfm
@@ -32,12 +33,10 @@ UNITARITY = 1e-10
 def lower_quartile(trajs):
     """The lower quartile of the seconds of the timed trajectories (trajectory 0, the cold
     start, has no dynamics), interpolated between order statistics."""
-    t = sorted(float(x['seconds']) for x in trajs if x['traj'] > 0)
+    t = [float(x['seconds']) for x in trajs if x['traj'] > 0]
     if not t:
         raise ValueError('no timed trajectory in the output')
-    pos = (len(t) - 1) / 4
-    low = int(pos)
-    return t[low] + (t[min(low + 1, len(t) - 1)] - t[low]) * (pos - low)
+    return statistics.quantiles(t, n=4, method='inclusive')[0] if len(t) > 1 else t[0]
 
 
 class Su3Build(AppBuild):
