@@ -5,17 +5,22 @@ apps/p2p (Send-Recv, receive completed before the reply) runs with IMB-MPI1 Ping
 multiplicative) at 8 bytes and 1 MiB, statistic by statistic, half round trip in us:
 
 - ours mean against IMB's t_avg[usec]: IMB times one loop of n round trips and prints its time
-  / n / 2 (IMB_pingpong.c; scale_time 0.5 in IMB_parse_name_mpi1.c, IMB 2021), a mean. Run with
-  -iter 1000,400: 1000 round trips per size, at most 400 MiB (400 at 1 MiB; the default 40 MiB
-  cap leaves 40 round trips, a 9 ms loop), and -multi 0 so it prints t_min, t_max, t_avg.
+  / n / 2 (IMB_pingpong.c; scale_time 0.5 in IMB_parse_name_mpi1.c, IMB 2021), a mean, with two
+  decimals (so the verdict allows +-0.005 us). Run with -iter 20000,400: 20000 round trips per
+  size, at most 400 MiB (400 at 1 MiB), a loop as long as our launch's samples at the size, and
+  -multi 0 so it prints t_min, t_max, t_avg.
 - ours minimum against NetPIPE's time: NetPIPE runs 3 trials of about 0.1 s (TRIALS 3, RUNTM
   0.10: netpipe.h without -DFINAL, as Debian builds it), a trial's time is its loop time /
   nrepeat / 2, and it prints the least of the trials, in seconds (netpipe.c, main loop). Its
   Mbps is bits / time / 2^20. One launch per size: -l S -u S measures exactly S; -p 0 turns
   the +-3 byte perturbations off.
-1 KiB and 64 KiB are measured and reported, not asserted. The launches run in `rounds` passes
-(IMB, NetPIPE, p2p with samples/rounds samples): ours and IMB's means are averaged over the
-rounds, ours and NetPIPE's minima taken over all of them.
+1 KiB and 64 KiB are measured and reported, not asserted.
+
+Rounds (sequence()): `rounds` passes of [ours, IMB, ours in NetPIPE's buffer layout, NetPIPE],
+then ours once more. Each peer launch is compared with our launch just before it, and counts
+only if the 8-byte shared-memory floor of our launches before and after it agree within
+peer_table.STEADY: this VM's vCPUs move between host placements whose floors differ about 5x,
+in mid-job. The verdict is the median over the steady rounds (at least min_steady of them).
 
 Peers (PEERS): IMB-MPI1 from the Intel MPI wheel on intel-mpi-2021 and, through the MPICH ABI
 (libmpi.so.12 = libmpich.so.12), on mpich-4.0 and mpich-5.0; Debian's NPmpich2 on the same
@@ -49,8 +54,8 @@ from reframe.core.exceptions import ReframeError
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed.checks import APPS, StackLaunch, drop_privileges, records, stack_of  # noqa: E402
-from testbed.peer_table import (imb_version, netpipe_repetitions, parse_imb,  # noqa: E402
-                                parse_netpipe)
+from testbed.peer_table import (STEADY, imb_version, netpipe_repetitions,  # noqa: E402
+                                paired_rounds, parse_imb, parse_netpipe)
 from testbed.perf import set_perf_variables  # noqa: E402
 from testbed.registry import shell_join  # noqa: E402
 from p2p_matrix import P2PBuild  # noqa: E402
@@ -77,6 +82,9 @@ PEERS = {
 # What of ours each peer is compared with: the same statistic as the peer prints.
 OURS = {'imb': 'mean_us', 'netpipe': 'min_us'}
 NAMES = {'imb': 'IMB t_avg', 'netpipe': 'NetPIPE time'}
+# Half the last digit each peer prints, in us: IMB's t_avg has 2 decimals; NetPIPE's time is
+# taken from its Mbps column, 9 digits (parse_netpipe).
+HALF_UNIT = {'imb': 0.005, 'netpipe': 0.0}
 
 
 def runpath_dirs(lib):
@@ -120,10 +128,16 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
     build = fixture(P2PBuild, scope='environment')
     tags = {'peers'}
     #: p2p samples per size, spread evenly over the rounds
-    samples = variable(int, value=30)
-    #: passes over all the launches (IMB, NetPIPE, p2p), so that a change of the machine's
-    #: state in mid-job (another job, a vCPU moved by the host) hits every benchmark alike
-    rounds = variable(int, value=3)
+    samples = variable(int, value=50)
+    #: rounds of launches (ours, IMB, ours, NetPIPE): each peer is compared round by round
+    #: with our launch just before it, and the figure is the median over the steady rounds
+    rounds = variable(int, value=5)
+    #: rounds of a peer that must be steady (same floor before and after) for a verdict
+    min_steady = variable(int, value=3)
+    #: IMB round trips per size (-iter; its 400 MiB cap leaves 400 at 1 MiB): 20000 make
+    #: IMB's loop at 8 bytes 2-20 ms, as long as our launch's samples at that size, so that
+    #: a preemption weighs the same in IMB's mean and in ours
+    imb_iterations = variable(int, value=20000)
     #: every figure of the comparison, 'peer_sizeB_kind' -> value (also when sanity fails)
     peer_figures = variable(typ.Dict[str, float], value={})
 
@@ -150,6 +164,22 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
         """The launches of one peer in round k (record prefixes and log names)."""
         return [f'imb-r{k}'] if peer == 'imb' else [f'netpipe-{s}-r{k}' for s in SIZES]
 
+    def sequence(self):
+        """Every launch of the job, in order: round k is p2p-r{k} (separate buffers, ours
+        against IMB), imb-r{k}, p2p-shared-r{k} (NetPIPE's one buffer per rank, ours against
+        NetPIPE), the NetPIPE launches; then p2p-r{rounds+1}, the job's own launch. So every
+        peer launch has one of ours just before it (the figure it is compared with) and one
+        just after it (whose shared-memory floor tells whether the machine stayed put)."""
+        seq = []
+        for k in range(1, self.rounds + 1):
+            seq.append(f'p2p-r{k}')
+            if 'imb' in self.peers:
+                seq += self.tags_of('imb', k)
+            if 'netpipe' in self.peers:
+                seq.append(f'p2p-shared-r{k}')
+                seq += self.tags_of('netpipe', k)
+        return seq + [f'p2p-r{self.rounds + 1}']
+
     @run_before('run')
     def set_commands(self):
         reg, stack = stack_of(self)
@@ -174,30 +204,31 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
                '--sizes', ','.join(map(str, SIZES)),
                '--samples', str(max(1, self.samples // self.rounds)),
                '--stack', stack.name] + (['--bind-self'] if stack.self_bind else [])
-        for k in range(1, self.rounds + 1):
-            for peer, (program, needs) in self.peers.items():
+        commands = []
+        for tag in self.sequence():
+            env, p, argv = [], pin, p2p
+            if tag.startswith('p2p-shared-'):
+                p, argv = (), p2p + ['--buffers', 'shared']
+            elif tag.startswith('p2p-'):
+                p = ()
+            elif tag.startswith('imb-'):
+                program, needs = self.peers['imb']
+                argv = [program, 'PingPong', '-msglen', os.path.join(out, 'imb-sizes.txt'),
+                        '-multi', '0', '-iter', f'{self.imb_iterations},400']
+            else:
+                program, needs = self.peers['netpipe']
+                size = tag.split('-')[1]
+                argv = [program, '-l', size, '-u', size, '-p', '0',
+                        '-o', os.path.join(out, f'{tag}.out')]
+            if not tag.startswith('p2p-') and needs:
                 env = ['env', 'LD_LIBRARY_PATH=' + library_path(
-                    os.path.join(self.stagedir, 'abi', peer), needs)] if needs else []
-                if peer == 'imb':
-                    argvs = [[program, 'PingPong', '-msglen', os.path.join(out, 'imb-sizes.txt'),
-                              '-multi', '0', '-iter', '1000,400']]
-                else:
-                    argvs = [[program, '-l', str(s), '-u', str(s), '-p', '0',
-                              '-o', os.path.join(out, f'netpipe-{s}-r{k}.out')] for s in SIZES]
-                for tag, argv in zip(self.tags_of(peer, k), argvs):
-                    self.prerun_cmds.append(shell_join(drop + env + launch +
-                                                       wrapped(tag, argv, pin)) +
-                                            f' > {tag}.log 2>&1')
-            if 'netpipe' in self.peers:     # NetPIPE's layout: one buffer per rank
-                self.prerun_cmds.append(
-                    shell_join(drop + launch + wrapped(f'p2p-shared-r{k}',
-                                                       p2p + ['--buffers', 'shared'])) +
-                    f' > p2p-shared-r{k}.log 2>&1')
-            if k < self.rounds:     # the last round's p2p is the job's own launch
-                self.prerun_cmds.append(shell_join(drop + launch + wrapped(f'p2p-r{k}', p2p)) +
-                                        f' > p2p-r{k}.log 2>&1')
-        self.executable = PYTHON
-        self.executable_opts = wrapped(f'p2p-r{self.rounds}', p2p)[1:]
+                    os.path.join(self.stagedir, 'abi', tag.split('-')[0]), needs)]
+            commands.append((tag, env, wrapped(tag, argv, p)))
+        self.prerun_cmds += [shell_join(drop + env + launch + cmd) + f' > {tag}.log 2>&1'
+                            for tag, env, cmd in commands[:-1]]
+        # the last launch, ours, is the job's own: the launcher (and the job account) come
+        # from StackLaunch, as for every other test
+        self.executable, *self.executable_opts = commands[-1][2]
 
     def preload(self, stack):
         """['--preload', LIB] built from the stack's extra sources: the fixes our own programs
@@ -213,26 +244,27 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
             raise ReframeError(f'{shlex.join(cmd)}: {done.stderr.strip()}')
         return ['--preload', lib]
 
-    def p2p_logs(self):
-        return [os.path.join(self.stagedir, f'p2p-r{k}.log') for k in range(1, self.rounds)] + \
-            [os.path.join(self.stagedir, self.stdout.evaluate())]
+    def log_of(self, tag):
+        last = f'p2p-r{self.rounds + 1}'
+        return os.path.join(self.stagedir, self.stdout.evaluate() if tag == last else
+                            f'{tag}.log')
 
     def p2p_tags(self):
         """Our launches: separate buffers (against IMB), and shared ones (against NetPIPE)."""
-        shared = 'netpipe' in self.peers
-        return [f'p2p-r{k}' for k in range(1, self.rounds + 1)] + \
-            [f'p2p-shared-r{k}' for k in range(1, self.rounds + 1) if shared]
+        return [t for t in self.sequence() if t.startswith('p2p-')]
 
     @staticmethod
-    def read_p2p(logs):
-        """([P2P-RUN record of each log], {size: [the MPI transport's records]})."""
-        runs, ours = [], {}
-        for log in logs:
-            runs += records(log, 'P2P-RUN')[:1]
-            for r in records(log, 'P2P'):
-                if r.get('transport', 'mpi') == 'mpi':
-                    ours.setdefault(r['size_bytes'], []).append(r)
-        return runs, ours
+    def read_p2p(log):
+        """(P2P-RUN record, {size: the MPI transport's record}, the 8-byte shm floor in us)."""
+        run = records(log, 'P2P-RUN')[0]
+        ours, floor = {}, None
+        for r in records(log, 'P2P'):
+            transport = r.get('transport', 'mpi')
+            if transport == 'mpi':
+                ours[r['size_bytes']] = r
+            elif transport == 'shm' and r['size_bytes'] == 8:
+                floor = r['median_us']
+        return run, ours, floor
 
     @run_before('sanity')
     def compare(self):
@@ -240,60 +272,76 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
         sanity reports; nothing here raises, so a broken peer shows up as a sanity message."""
         self.problems, self.table, self.launches = [], [], {}
         reg, stack = stack_of(self)
-        try:
-            runs, ours = self.read_p2p(self.p2p_logs())
-            shared_runs, shared = self.read_p2p(
-                [os.path.join(self.stagedir, f'p2p-shared-r{k}.log')
-                 for k in range(1, self.rounds + 1)] if 'netpipe' in self.peers else [])
-            self.library_version = runs[0].get('library_version', 'unknown')
-        except (OSError, ValueError, IndexError) as err:
-            self.problems.append(f'p2p output: {err!r}')
+        seq = self.sequence()
+        runs, ours, floors = {}, {}, {}
+        for tag in self.p2p_tags():
+            try:
+                runs[tag], ours[tag], floors[tag] = self.read_p2p(self.log_of(tag))
+            except (OSError, ValueError, IndexError) as err:
+                self.problems.append(f'{tag} output: {err!r}')
+        if not runs:
             return
-        if any(r.get('buffers', 'shared') != 'shared' for r in shared_runs):
+        self.library_version = next(iter(runs.values())).get('library_version', 'unknown')
+        if any(r.get('buffers', 'shared') != 'shared'
+               for t, r in runs.items() if t.startswith('p2p-shared-')):
             self.problems.append('a p2p-shared run did not run with shared buffers')
-        self._check_launches(stack, dict(zip(
-            [f'p2p-r{k}' for k in range(1, len(runs) + 1)] +
-            [f'p2p-shared-r{k}' for k in range(1, len(shared_runs) + 1)],
-            runs + shared_runs)))
+        self._check_launches(stack, runs)
         figures = {}
         for peer in self.peers:
-            # against NetPIPE our run in its buffer layout (one buffer per rank, docs/peers.md)
-            src = shared if peer == 'netpipe' else ours
-            # Rounds have equal sample counts: the mean of the round means is the mean of all.
-            mine = {size: {'mean_us': sum(r['mean_us'] for r in rs) / len(rs),
-                           'min_us': min(r['min_us'] for r in rs),
-                           'samples': sum(r['samples'] for r in rs)} for size, rs in src.items()}
-            rows, per_round = self._peer_rows(peer)
+            theirs = self._peer_rows(peer)
             for size in SIZES:
-                if size not in mine or size not in rows:
-                    self.problems.append(f'{stack.name}: no {"p2p" if size not in mine else peer}'
-                                         f' figure at {size} bytes')
-                    continue
-                value, theirs = mine[size][OURS[peer]], rows[size]
-                ratio = value / theirs
-                figures.update({f'{peer}_{size}B_ours': value, f'{peer}_{size}B_peer': theirs,
-                                f'{peer}_{size}B_ratio': ratio})
+                rounds, shown = [], []
+                for k in range(1, self.rounds + 1):
+                    first = seq.index(self.tags_of(peer, k)[0])
+                    before = seq[first - 1]     # ours, in the layout compared with this peer
+                    after = next(t for t in seq[first:] if t.startswith('p2p-'))
+                    mine = ours.get(before, {}).get(size)
+                    peer_us = theirs.get(k, {}).get(size)
+                    if mine is None or peer_us is None:
+                        self.problems.append(f'{stack.name} round {k}: no '
+                                             f'{"p2p" if mine is None else peer} figure at '
+                                             f'{size} bytes')
+                        continue
+                    rounds.append({'ours': mine[OURS[peer]], 'peer': peer_us[0],
+                                   'floor_before': floors.get(before),
+                                   'floor_after': floors.get(after)})
+                    shown.append(f'{mine[OURS[peer]]:.4f}/{peer_us[0]:.4f}x{peer_us[1]}'
+                                 f'@{floors.get(before) or 0:.3f}-{floors.get(after) or 0:.3f}')
+                got = paired_rounds(rounds, FACTOR, HALF_UNIT[peer])
+                steady = got['steady_rounds'] if got else 0
                 asserted = size in ASSERTED
-                agrees = 1 / FACTOR <= ratio <= FACTOR
-                ours_rounds = [f'{r[OURS[peer]]:.4f}' for r in src[size]]
-                self.table.append([stack.name, peer, size, OURS[peer], f'{value:.4f}',
-                                   NAMES[peer], f'{theirs:.4f}', f'{ratio:.4f}',
-                                   mine[size]['samples'], ' '.join(ours_rounds),
-                                   ' '.join(per_round.get(size, [])), asserted,
-                                   agrees if asserted else ''])
-                if asserted and not agrees:
+                if got:
+                    figures.update({f'{peer}_{size}B_ours': got['ours'],
+                                    f'{peer}_{size}B_peer': got['peer'],
+                                    f'{peer}_{size}B_ratio': got['ratio']})
+                fmt = {k: f'{got[k]:.4f}' if got else '' for k in
+                       ('ours', 'peer', 'ratio', 'judged_ratio')}
+                self.table.append([stack.name, peer, size, OURS[peer], fmt['ours'], NAMES[peer],
+                                   fmt['peer'], fmt['ratio'], fmt['judged_ratio'],
+                                   f'{steady}/{self.rounds}', ' '.join(shown), asserted,
+                                   got['agrees'] if asserted and got else ''])
+                if not asserted:
+                    continue
+                if steady < self.min_steady:
                     self.problems.append(
-                        f'{stack.name}: p2p {OURS[peer].replace("_us", "")} {value:.3f} us vs '
-                        f'{NAMES[peer]} {theirs:.3f} us at {size} bytes: ratio {ratio:.3f}, '
-                        f'outside 1/{FACTOR}..{FACTOR}')
+                        f'{stack.name}: {peer} at {size} bytes: {steady} of {self.rounds} rounds '
+                        f'steady, {self.min_steady} needed (the 8-byte shm floor moved by more '
+                        f'than {STEADY}x across the peer\'s launch; rounds ours/peer@floors: '
+                        f'{" ".join(shown)})')
+                elif not got['agrees']:
+                    self.problems.append(
+                        f'{stack.name}: p2p {OURS[peer].replace("_us", "")} {got["ours"]:.3f} us'
+                        f' vs {NAMES[peer]} {got["peer"]:.3f} us at {size} bytes: median ratio '
+                        f'of {steady} steady rounds {got["ratio"]:.3f} (nearest 1 within the '
+                        f'peer\'s rounding {got["judged_ratio"]:.3f}), outside '
+                        f'1/{FACTOR}..{FACTOR}')
         self.peer_figures = figures
         self._write_csv(stack)
 
     def _peer_rows(self, peer):
-        """{size: the peer's figure in us over all rounds}, {size: [each round's figure and
-        repetitions]}: IMB's t_avg is a mean (rounds of equal repetitions: their mean),
-        NetPIPE's time a minimum over trials (over all rounds' trials: the least)."""
-        per_round, figures = {}, {}
+        """{round: {size: (the peer's figure in us, its repetitions)}}: IMB's t_avg (a mean
+        over one loop), NetPIPE's time (the least of its trials' means)."""
+        out = {}
         try:
             for k in range(1, self.rounds + 1):
                 for tag in self.tags_of(peer, k):
@@ -303,18 +351,15 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
                         rows = [(r['size_bytes'], r['t_avg_us'], r['repetitions'])
                                 for r in parse_imb(log)]
                     else:
-                        out = open(os.path.join(self.stagedir, 'peers', f'{tag}.out')).read()
+                        text = open(os.path.join(self.stagedir, 'peers', f'{tag}.out')).read()
                         reps = netpipe_repetitions(log)
                         rows = [(r['size_bytes'], r['time_us'], reps.get(r['size_bytes'], 0))
-                                for r in parse_netpipe(out)]
-                    for size, us, reps in rows:
-                        figures.setdefault(size, []).append(us)
-                        per_round.setdefault(size, []).append(f'{us:.4f}x{reps}')
+                                for r in parse_netpipe(text)]
+                    for size, us, n in rows:
+                        out.setdefault(k, {})[size] = (us, n)
         except (OSError, ValueError, KeyError) as err:
             self.problems.append(f'{peer} output: {err!r}')
-            return {}, {}
-        pick = (lambda v: sum(v) / len(v)) if peer == 'imb' else min
-        return {size: pick(v) for size, v in figures.items()}, per_round
+        return out
 
     def _check_launches(self, stack, runs):
         """Each launch: two ranks, each on one CPU of its own; every peer on our p2p's library.
@@ -356,16 +401,13 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
                     f'rank {r["rank"]} cpus {r["cpus"]} {sorted(r["mpi_libraries"].values())}'
                     for r in sorted(ranks, key=lambda r: str(r['rank']))) + '\n')
             w = csv.writer(fh, lineterminator='\n')
+            # medians over the steady rounds; each round as ours/peer x the peer's repetitions
+            # @ the 8-byte shm floor (us) of our launches just before and just after the peer
             w.writerow(['stack', 'peer', 'size_bytes', 'ours_statistic', 'ours_us',
-                        'peer_statistic', 'peer_us', 'ratio', 'ours_samples',
-                        'ours_per_round_us', 'peer_per_round_us_x_repetitions', 'asserted',
-                        'agrees'])
+                        'peer_statistic', 'peer_us', 'ratio', 'judged_ratio', 'steady_rounds',
+                        'rounds_ours/peer_x_repetitions@floors_us', 'asserted', 'agrees'])
             w.writerows(self.table)
-        self.keep_files = ['peers.csv', 'peers'] + [
-            f'{tag}.log' for k in range(1, self.rounds + 1)
-            for tag in [f'p2p-r{k}'] * (k < self.rounds) +
-            [f'p2p-shared-r{k}'] * ('netpipe' in self.peers) +
-            [t for p in self.peers for t in self.tags_of(p, k)]]
+        self.keep_files = ['peers.csv', 'peers'] + [f'{tag}.log' for tag in self.sequence()[:-1]]
 
     @sanity_function
     def validate(self):
