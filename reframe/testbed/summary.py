@@ -63,6 +63,12 @@ def collect(report):
         # per size, where the range is the quick one (the peers' sizes): the 8-byte latency
         # floor and the 1 MiB bandwidth, from the samples the case kept
         if tc['size_range'] == 'quick' and tc['result'] == 'pass':
+            if tc.get('shm_floor_8B_us'):
+                rows.append({'stack': env, 'library_version': versions.get(env, ''),
+                             'pair': pair, 'variant': variant, 'size_range': 'quick',
+                             'variable': 'shm_floor_8B', 'value': tc['shm_floor_8B_us'],
+                             'unit': 'us', 'reference': None, 'lower': None, 'upper': None,
+                             'result': tc['result']})
             for size, var in ((8, 'latency_8B'), (1048576, 'bandwidth_1MiB')):
                 median = _median(tc.get('figure_samples', {}).get(f'half_round_trip_us@{size}',
                                                                   []))
@@ -105,6 +111,9 @@ def tables(rows, stacks):
     out = []
     for title, rng, var in [
             ('Half round trip at 8 bytes (us, median of the samples)', 'quick', 'latency_8B'),
+            ('Shared-memory floor at 8 bytes in the same jobs (us, median): where the two '
+             'ranks\' CPUs sat on the host; the 8-byte latencies above move with it',
+             'quick', 'shm_floor_8B'),
             ('Bandwidth at 1,048,576 bytes (MB/s = 10^6 bytes/s, from the median half round '
              'trip)', 'quick', 'bandwidth_1MiB'),
             ('MPI time over the shared-memory floor, quick range, 8 B..1 MiB (ratio, same job; '

@@ -55,6 +55,10 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     #: raw layers measured beside MPI ('' = the partition's extras 'p2p_baselines', else
     #: shm,memcpy): on a cluster the ranks share no memory and raw TCP is the layer below MPI
     baselines = variable(str, value='')
+    #: the median 8-byte shared-memory floor of the run in us (0: not measured): where the two
+    #: ranks' CPUs sit on the host. On this VM type two placements were seen, 0.03-0.05 and
+    #: about 0.26 us, and every small-message figure moves with them (docs/measurement.md)
+    shm_floor_8B_us = variable(float, value=0.0)
     valid_systems = ['*']
     valid_prog_environs = ['+mpi -no-p2p']   # a stack opts out: feature no-p2p
     num_tasks = 2
@@ -214,6 +218,8 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         self.figure_samples = {f"half_round_trip_us@{r['size_bytes']}":
                                [float(v) for v in r['samples_us']]
                                for r in rows if r['transport'] == 'mpi'}
+        self.shm_floor_8B_us = next((float(r['median_us']) for r in rows
+                                     if r['transport'] == 'shm' and r['size_bytes'] == 8), 0.0)
 
     @sn.deferrable
     def _geomean(self, field):

@@ -44,3 +44,16 @@ def test_quick_range_tables_per_size_from_the_kept_samples():
     assert '| Send-Recv/complete | 0.270 |' in eight
     mib = text.split('### Bandwidth at 1,048,576 bytes')[1].split('###')[0]
     assert f'| Send-Recv/complete | {1048576 / 90.0:,.0f} |' in mib      # bytes/us = MB/s
+
+
+def test_shm_floor_of_the_same_jobs_beside_the_8_byte_latency():
+    """The 8-byte shared-memory floor each quick case measured goes in a table of its own, so
+    that a reader sees which host placement an 8-byte latency was measured in; no floor, no
+    row."""
+    tc = case('mpich-4.0', 2.0, [0.12], '')
+    tc['shm_floor_8B_us'] = 0.0451
+    text, _ = summary.render({'runs': [{'testcases': [tc]}]})
+    floor = text.split('### Shared-memory floor at 8 bytes')[1].split('###')[0]
+    assert '| Send-Recv/complete | 0.045 |' in floor
+    bare = summary.render({'runs': [{'testcases': [case('mpich-4.0', 2.0, [0.12], '')]}]})[0]
+    assert 'Shared-memory floor at 8 bytes' not in bare
