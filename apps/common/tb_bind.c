@@ -34,6 +34,16 @@ int tb_cpu(void)
 #endif
 }
 
+int tb_allowed_cpus(void)
+{
+#ifdef __linux__
+    cpu_set_t allowed;
+    return sched_getaffinity(0, sizeof allowed, &allowed) ? -1 : CPU_COUNT(&allowed);
+#else
+    return -1;
+#endif
+}
+
 #ifndef TB_PVM
 void tb_gather_json(int value, MPI_Comm comm, char *out, size_t len)
 {

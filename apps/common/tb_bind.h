@@ -15,6 +15,11 @@ int tb_bind_self(int rank);
 /* The CPU this process runs on now (sched_getcpu), -1 where unknown. */
 int tb_cpu(void);
 
+/* How many CPUs this process may run on (its affinity mask), -1 where unknown:
+ * 1 for a rank bound to a core, so that a record shows a rank left unbound even
+ * when it happened not to move. */
+int tb_allowed_cpus(void);
+
 /* Every rank's `value` as a JSON array ("[0,1]") at rank 0 of `comm`; other
  * ranks get "". Collective: every rank must call it. */
 #ifndef TB_PVM

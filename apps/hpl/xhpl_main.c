@@ -36,8 +36,9 @@ static void usage(FILE *out)
             "  --bind-self  pin rank r to the r-th CPU this process may use, for\n"
             "               launchers that cannot bind (LAM)\n"
             "Before the report rank 0 prints HPL-RUN {\"library_version\",\"ranks\",\n"
-            "\"self_bound\",\"bind_cpus\",\"cpus_start\"}, after it HPL-END {\"cpus_end\"}\n"
-            "(CPUs per rank, from sched_getcpu; bind_cpus -1 when not self-bound).\n");
+            "\"self_bound\",\"bind_cpus\",\"cpus_start\",\"cpus_allowed\"}, after it HPL-END\n"
+            "{\"cpus_end\"} (CPUs per rank, from sched_getcpu; bind_cpus -1 when not\n"
+            "self-bound; cpus_allowed: how many CPUs each rank may run on).\n");
 }
 
 int main(int argc, char **argv)
@@ -69,15 +70,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "xhpl: --bind-self: rank %d could not pin itself to a CPU\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    char cpus[4096], bind_cpus[4096], raw[256], ver[512];
+    char cpus[4096], bind_cpus[4096], ncpus[4096], raw[256], ver[512];
     tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus, sizeof cpus);
     tb_gather_json(bind_cpu, MPI_COMM_WORLD, bind_cpus, sizeof bind_cpus);
+    tb_gather_json(tb_allowed_cpus(), MPI_COMM_WORLD, ncpus, sizeof ncpus);
     if (rank == 0) {
         tb_library_version(raw, sizeof raw);
         tb_json_escape(raw, ver, sizeof ver);
         printf("HPL-RUN {\"library_version\":\"%s\",\"ranks\":%d,\"self_bound\":%s,"
-               "\"bind_cpus\":%s,\"cpus_start\":%s}\n", ver, size,
-               bind_self ? "true" : "false", bind_cpus, cpus);
+               "\"bind_cpus\":%s,\"cpus_start\":%s,\"cpus_allowed\":%s}\n", ver, size,
+               bind_self ? "true" : "false", bind_cpus, cpus, ncpus);
         fflush(stdout);
     }
     HPL_main(argc, argv, &best, &failure);

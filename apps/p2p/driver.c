@@ -10,8 +10,6 @@
  * sample of each size, and at each size one of every transport in turn, so
  * a burst of noise touches many figures a little and the ratio of the MPI
  * figure to its raw layer compares samples taken side by side. */
-#define _GNU_SOURCE /* CPU_COUNT */
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -517,12 +515,6 @@ static void measure_rma(struct run *r, struct channel *ch)
 
 /* ---- placement ---- */
 
-static int allowed_cpus(void)
-{
-    cpu_set_t allowed;
-    return sched_getaffinity(0, sizeof allowed, &allowed) ? -1 : CPU_COUNT(&allowed);
-}
-
 static void print_run_record(struct run *r, const char *host, const char *host1,
                              int cpu[2], int bound[2], int ncpu[2], double timer_cost)
 {
@@ -612,7 +604,7 @@ int main(int argc, char **argv)
     bound[1 - rank] = ctl_exchange_int(bound[rank]);
     cpu[rank] = tb_cpu();
     cpu[1 - rank] = ctl_exchange_int(cpu[rank]);
-    ncpu[rank] = allowed_cpus();
+    ncpu[rank] = tb_allowed_cpus();
     ncpu[1 - rank] = ctl_exchange_int(ncpu[rank]);
     char host[256] = "", host1[256] = "";
     gethostname(host, sizeof host - 1);

@@ -397,9 +397,10 @@ int main(int argc, char **argv)
                 rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    char cpus_start[4096], bind_cpus[4096], cpus_end[4096];
+    char cpus_start[4096], bind_cpus[4096], cpus_end[4096], cpus_allowed[4096];
     tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus_start, sizeof cpus_start);
     tb_gather_json(bind_cpu, MPI_COMM_WORLD, bind_cpus, sizeof bind_cpus);
+    tb_gather_json(tb_allowed_cpus(), MPI_COMM_WORLD, cpus_allowed, sizeof cpus_allowed);
     size_t n = (size_t)lat.vol;
     U = malloc(sizeof(su3) * 4 * n);
     P = malloc(sizeof(su3) * 4 * n);
@@ -433,14 +434,14 @@ int main(int argc, char **argv)
                "\"seed\":%llu,\"comm\":\"%s\",\"corrupt_link\":%s,\"library_version\":\"%s\","
                "\"local_volume\":%d,\"local_lattice\":[%d,%d,%d,%d],"
                "\"face_bytes\":[%ld,%ld,%ld,%ld],\"staple_face_bytes\":[%ld,%ld,%ld,%ld],"
-               "\"self_bound\":%s,\"bind_cpus\":%s,\"cpus_start\":%s}\n",
+               "\"self_bound\":%s,\"bind_cpus\":%s,\"cpus_start\":%s,\"cpus_allowed\":%s}\n",
                o.L[0], o.L[1], o.L[2], o.L[3], nranks, lat.grid[0], lat.grid[1],
                lat.grid[2], lat.grid[3], o.preset, num(o.beta, b1), o.traj, o.steps,
                num(o.eps, b2), o.seed, o.comm == COMM_SSEND ? "ssend" : "isend",
                o.corrupt ? "true" : "false", ver, lat.vol, lat.l[0], lat.l[1], lat.l[2],
                lat.l[3], fb[0], fb[1], fb[2], fb[3], fb[0] * 3 / 4, fb[1] * 3 / 4,
                fb[2] * 3 / 4, fb[3] * 3 / 4, o.bind_self ? "true" : "false", bind_cpus,
-               cpus_start);
+               cpus_start, cpus_allowed);
         fflush(stdout);
     }
 

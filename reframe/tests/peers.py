@@ -31,9 +31,9 @@ Each rank records the MPI library it resolves (pin_exec.py): a peer must load th
 our p2p loads.
 
 Pinning: the registry's launcher options bind every rank (mpich -bind-to core, Open MPI
---bind-to core, Intel I_MPI_PIN=1). LAM's mpirun cannot bind: p2p pins itself (--bind-self)
-and NetPIPE is started through pin_exec.py --pin, which binds rank LAMRANK to the same CPU by
-the same rule. Sanity asserts each rank of every launch ran on one CPU of its own.
+--bind-to core, Intel I_MPI_PIN=1 with I_MPI_PIN_DOMAIN=core). LAM's mpirun cannot bind: p2p
+pins itself (--bind-self) and NetPIPE is started through pin_exec.py --pin, which binds rank
+LAMRANK to the same CPU by the same rule. Sanity asserts each rank of every launch ran on one CPU of its own.
 The side-by-side table is peers.csv in the stage directory (kept), raw outputs in peers/.
 """
 import csv

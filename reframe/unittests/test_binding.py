@@ -28,3 +28,13 @@ def test_placement(record, end, message):
 def test_self_bind_stack_whose_ranks_did_not_pin():
     problem = placement_problem(run([0, 1]), {'cpus_end': [0, 1]}, True, ALLOWED)
     assert 'did not pin' in problem
+
+
+def test_a_rank_allowed_two_cpus_is_not_bound_even_if_it_stayed():
+    # Intel MPI's default pin domain gave a 1-rank job both CPUs of this machine: it stayed
+    # on CPU 0 in most runs and moved in one; the record's cpus_allowed shows it every time
+    unbound = dict(run([0]), cpus_allowed=[2])
+    problem = placement_problem(unbound, {'cpus_end': [0]}, False, ALLOWED)
+    assert 'not bound to one CPU each' in problem and '[2]' in problem
+    bound = dict(run([0, 1]), cpus_allowed=[1, 1])
+    assert placement_problem(bound, {'cpus_end': [0, 1]}, False, ALLOWED) is None
