@@ -448,10 +448,11 @@ int main(int argc, char **argv)
     PROF(P_BARRIER, MPI_Barrier(MPI_COMM_WORLD));
     double t_start = MPI_Wtime(), cpu_start = cpu_seconds(), t_loop = 0.0;
     double sites = (double)o.L[0] * o.L[1] * o.L[2] * o.L[3], plaq_prev = 0.0;
-    /* Each trajectory's time: their median is the figure a ratio between runs uses, because a
-     * burst of another tenant's load on a shared machine lengthens a few trajectories and moves
-     * the mean (seen: a 0.3 s CPU hog in a 1 s run moved the mean-based speedup by 13%, the
-     * median-based one by under 1%), while a slower library lengthens them all. */
+    /* Each trajectory's time: SU3-END gives their median beside the mean, because a burst of
+     * another tenant's load on a shared machine lengthens a few trajectories and moves the mean
+     * (seen: a 0.3 s CPU hog in a 1 s run moved the mean-based speedup by 13%, the median-based
+     * one by under 1%), while a slower library lengthens them all. The test's speedup takes the
+     * lower quartile of the SU3-TRAJ times (reframe/tests/su3_rmd.py says why). */
     double *traj_s = malloc(sizeof(double) * (size_t)(o.traj > 0 ? o.traj : 1));
     for (int traj = 0; traj <= o.traj; traj++) {
         double t0 = MPI_Wtime(), kin[2] = { 0.0, 0.0 }, dH = 0.0;

@@ -74,6 +74,14 @@ def records(path, tag):
     return out
 
 
+def shm_floor_8B_us(p2p_rows):
+    """The 8-byte shared-memory floor (median half round trip, us) among p2p's P2P records,
+    None if the run did not measure it. It tells where the two ranks' CPUs sat on the host
+    (docs/measurement.md): the summary shows it, PeerCompare gates its rounds on it."""
+    return next((float(r['median_us']) for r in p2p_rows
+                 if r.get('transport') == 'shm' and r['size_bytes'] == 8), None)
+
+
 def job_env(env):
     """`env` for a test's env_vars. ReFrame writes them into the job script verbatim
     ('export K=V'): quoted here ({job}'s $$ stays live)."""

@@ -25,7 +25,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed import binding  # noqa: E402
 from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, records,  # noqa: E402
-                            stack_of)
+                            shm_floor_8B_us, stack_of)
 from testbed.references import median_over_modes  # noqa: E402
 from testbed.sizes import SCHEDULES  # noqa: E402
 
@@ -167,10 +167,8 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         end = records(self._out_path(), 'P2P-END')[0]
         if self.num_tasks_per_node == 1 and run['host'] == run['host_rank1']:
             return f"both ranks ran on {run['host']}: one per node was asked for"
-        if run['cpus_allowed'] != [1, 1]:
-            return f"ranks not bound to one core each: {run['cpus_allowed']} CPUs allowed"
-        # The rule su3_rmd and HPL are judged by: distinct CPUs, none moved, self-bound
-        # ranks on the CPU asked for.
+        # The rule su3_rmd and HPL are judged by: distinct CPUs, each rank allowed its own
+        # alone, none moved, self-bound ranks on the CPU asked for.
         problem = binding.placement_problem(run, end, stack_of(self)[1].self_bind)
         if problem:
             return problem
@@ -218,8 +216,7 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         self.figure_samples = {f"half_round_trip_us@{r['size_bytes']}":
                                [float(v) for v in r['samples_us']]
                                for r in rows if r['transport'] == 'mpi'}
-        self.shm_floor_8B_us = next((float(r['median_us']) for r in rows
-                                     if r['transport'] == 'shm' and r['size_bytes'] == 8), 0.0)
+        self.shm_floor_8B_us = shm_floor_8B_us(rows) or 0.0
 
     @sn.deferrable
     def _geomean(self, field):

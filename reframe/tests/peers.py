@@ -33,7 +33,8 @@ our p2p loads.
 Pinning: the registry's launcher options bind every rank (mpich -bind-to core, Open MPI
 --bind-to core, Intel I_MPI_PIN=1 with I_MPI_PIN_DOMAIN=core). LAM's mpirun cannot bind: p2p
 pins itself (--bind-self) and NetPIPE is started through pin_exec.py --pin, which binds rank
-LAMRANK to the same CPU by the same rule. Sanity asserts each rank of every launch ran on one CPU of its own.
+LAMRANK to the same CPU by the same rule. Sanity asserts each rank of every launch ran on one
+CPU of its own.
 The side-by-side table is peers.csv in the stage directory (kept), raw outputs in peers/.
 """
 import csv
@@ -53,7 +54,8 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 from reframe.core.exceptions import ReframeError
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed.checks import APPS, StackLaunch, drop_privileges, records, stack_of  # noqa: E402
+from testbed.checks import (APPS, StackLaunch, drop_privileges, records,  # noqa: E402
+                            shm_floor_8B_us, stack_of)
 from testbed.peer_table import (STEADY, imb_version, netpipe_repetitions,  # noqa: E402
                                 paired_rounds, parse_imb, parse_netpipe)
 from testbed.perf import set_perf_variables  # noqa: E402
@@ -206,24 +208,22 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
                '--stack', stack.name] + (['--bind-self'] if stack.self_bind else [])
         commands = []
         for tag in self.sequence():
-            env, p, argv = [], pin, p2p
-            if tag.startswith('p2p-shared-'):
-                p, argv = (), p2p + ['--buffers', 'shared']
-            elif tag.startswith('p2p-'):
-                p = ()
-            elif tag.startswith('imb-'):
-                program, needs = self.peers['imb']
+            if tag.startswith('p2p-'):      # ours: pins itself where it must, no ABI shim
+                shared = ['--buffers', 'shared'] if tag.startswith('p2p-shared-') else []
+                commands.append((tag, [], wrapped(tag, p2p + shared)))
+                continue
+            peer = tag.split('-')[0]
+            program, needs = self.peers[peer]
+            if peer == 'imb':
                 argv = [program, 'PingPong', '-msglen', os.path.join(out, 'imb-sizes.txt'),
                         '-multi', '0', '-iter', f'{self.imb_iterations},400']
             else:
-                program, needs = self.peers['netpipe']
                 size = tag.split('-')[1]
                 argv = [program, '-l', size, '-u', size, '-p', '0',
                         '-o', os.path.join(out, f'{tag}.out')]
-            if not tag.startswith('p2p-') and needs:
-                env = ['env', 'LD_LIBRARY_PATH=' + library_path(
-                    os.path.join(self.stagedir, 'abi', tag.split('-')[0]), needs)]
-            commands.append((tag, env, wrapped(tag, argv, p)))
+            env = ['env', 'LD_LIBRARY_PATH=' + library_path(
+                os.path.join(self.stagedir, 'abi', peer), needs)] if needs else []
+            commands.append((tag, env, wrapped(tag, argv, pin)))
         self.prerun_cmds += [shell_join(drop + env + launch + cmd) + f' > {tag}.log 2>&1'
                             for tag, env, cmd in commands[:-1]]
         # the last launch, ours, is the job's own: the launcher (and the job account) come
@@ -256,15 +256,9 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
     @staticmethod
     def read_p2p(log):
         """(P2P-RUN record, {size: the MPI transport's record}, the 8-byte shm floor in us)."""
-        run = records(log, 'P2P-RUN')[0]
-        ours, floor = {}, None
-        for r in records(log, 'P2P'):
-            transport = r.get('transport', 'mpi')
-            if transport == 'mpi':
-                ours[r['size_bytes']] = r
-            elif transport == 'shm' and r['size_bytes'] == 8:
-                floor = r['median_us']
-        return run, ours, floor
+        rows = records(log, 'P2P')
+        ours = {r['size_bytes']: r for r in rows if r.get('transport', 'mpi') == 'mpi'}
+        return records(log, 'P2P-RUN')[0], ours, shm_floor_8B_us(rows)
 
     @run_before('sanity')
     def compare(self):

@@ -6,9 +6,9 @@ Sanity is physics: a cold start measures plaquette 3.0 exactly, every link stays
 1, 2 and 4 ranks (Su3RankInvariance). Placement: when the ranks fit the cores, each ran on its
 own CPU and did not move (self-bound stacks: rank r on the r-th allowed CPU). Perf: seconds per
 trajectory, Gflop/s, the share of wall time spent inside MPI calls (the thesis's Table 8), and
-the speedup over a 1-rank run of the same case in the same job (median seconds per
-trajectory over median seconds per trajectory; a ratio: it travels between
-machines, the absolute figures do not). A run with more ranks than cores is reported, never
+the speedup over a 1-rank run of the same case in the same job (lower quartile of the seconds
+per trajectory over lower quartile, Su3Run.speedup; a ratio: it travels between machines, the
+absolute figures do not). A run with more ranks than cores is reported, never
 asserted as performance: it carries no reference.
 """
 import json
