@@ -1,6 +1,6 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
 .PHONY: setup test run list references summary report clean slowdown compare sweep generate \
-        cluster-up cluster-status cluster-down setup-images images images-run pull-images
+        cluster-up cluster-status cluster-down setup-images images images-run pull-images fresh-machine
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
 	bash ci/setup.sh
@@ -55,6 +55,9 @@ setup-images:     ## install podman, runc, mmdebstrap (Debian) for make images
 
 images: setup-images  ## the OCI image of every stack (containers/), STACKS=a,b for some; sizes
 	STACKS="$(STACKS)" bash ci/images.sh
+
+fresh-machine: setup-images  ## the test command from a fresh clone in RUNS (1) new bare Debian containers, one by one
+	bash ci/fresh_machine.sh $(or $(RUNS),1)
 
 images-run:       ## p2p matrix (quick) on the host and inside each built image; container/host
 	bash ci/images_run.sh $(ARGS)
