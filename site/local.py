@@ -91,7 +91,8 @@ def cluster_system():
                        # between nodes: MPI over TCP, measured against raw TCP
                        'knobs': KNOBS,
                        # the fallback launcher's rsh-style agent: enters a node's namespaces
-                       'fallback_agent': os.path.join(REPO, 'site', 'cluster', 'agent'),
+                       # (`up` copies it out of the clone, which the job account may not read)
+                       'fallback_agent': os.path.join(os.path.dirname(CLUSTER_STATE), 'agent'),
                        'p2p_baselines': 'memcpy,tcp,tcp_poll'},
         }],
     }

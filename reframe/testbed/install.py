@@ -10,6 +10,7 @@ import json
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -108,6 +109,29 @@ def ensure_account(name, logfile):
         return run(['useradd', '--create-home', '--shell', '/bin/bash', name], logfile)
 
 
+def ensure_hostname_resolves(logfile, hosts='/etc/hosts'):
+    """pvmd and lamboot look up this machine's own name and stop when it does not resolve
+    ("master_config() NAME: can't gethostbyname"), as on a machine or container whose name
+    was never written to its hosts file. Debian's installer writes `127.0.1.1 NAME`: do the
+    same when the name does not resolve, and say so."""
+    name = socket.gethostname()
+    try:
+        socket.gethostbyname(name)
+        return True, ''
+    except OSError:
+        pass
+    try:
+        with open(hosts, 'a') as fh:
+            fh.write(f'127.0.1.1\t{name}\t# added by the mpi-testbed set-up: pvmd and lamboot '
+                     f'resolve their own host name\n')
+    except OSError as err:
+        return False, f'{hosts}: host name {name!r} does not resolve and cannot be added: {err}'
+    with open(logfile, 'a') as fh:
+        fh.write(f'{hosts}: host name {name!r} did not resolve; added as 127.0.1.1\n')
+    log(f'host name {name!r} did not resolve: added to {hosts} as 127.0.1.1')
+    return True, ''
+
+
 def write_status(home, stack, ok, reason, logfile, seconds):
     status = Path(home) / 'status'
     status.mkdir(parents=True, exist_ok=True)
@@ -192,6 +216,7 @@ def main(argv=None):
         ('report browser', lambda f: apt_install(REPORT_DEBS, f, updated)),
         ('ReFrame venv', lambda f: make_venv(str(home / 'reframe'), TOOL_PACKAGES, f)),
         (f'account {reg.run_as}', lambda f: ensure_account(reg.run_as, f)),
+        ('host name', ensure_hostname_resolves),
     ]
     if args.image:
         # an image runs ranks; the host keeps the tools that drive and judge them

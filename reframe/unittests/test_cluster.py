@@ -35,6 +35,15 @@ def until(condition, what, timeout=30):
     pytest.fail(f'waited {timeout} s for {what}')
 
 
+def alive(pid):
+    """A process that exists and is not a zombie (a zombie's cmdline is empty). Where the
+    parent reaps it at once (in a container whose init does), /proc/PID is simply gone."""
+    try:
+        return bool(Path(f'/proc/{pid}/cmdline').read_bytes())
+    except FileNotFoundError:
+        return False
+
+
 def nothing_left():
     netns = subprocess.run(['ip', 'netns', 'list'], stdout=subprocess.PIPE, text=True).stdout
     links = subprocess.run(['ip', '-o', 'link'], stdout=subprocess.PIPE, text=True).stdout
@@ -101,7 +110,7 @@ def test_up_twice_then_a_killed_slurmd_then_down(clean):
               'the job to start running')
         pid = int(Path('/run/mpi-testbed-cluster/node2/slurmd.pid').read_text())
         os.kill(pid, signal.SIGKILL)
-        until(lambda: not Path(f'/proc/{pid}/cmdline').read_bytes(), 'slurmd to die')
+        until(lambda: not alive(pid), 'slurmd to die')
         r = cluster('status')
         assert r.returncode == 1 and 'slurmd of node2 is not running' in r.stdout
     finally:
@@ -122,7 +131,7 @@ def test_the_fallback_agent_enters_a_node_as_the_job_account(clean):
     r = cluster('up', '--nodes', '2')
     assert r.returncode == 0, r.stderr
     assert oct(sudoers.stat().st_mode & 0o777) == '0o440'
-    agent = str(REPO / 'site' / 'cluster' / 'agent')
+    agent = '/run/mpi-testbed-cluster/agent'    # up's copy: the clone may be closed to the account
     as_account = ['setpriv', f'--reuid={account}', f'--regid={account}', '--init-groups']
     r = subprocess.run(as_account + [agent, 'node2', '-n',
                                      'hostname; id -un; ip -4 -o addr show eth0; '

@@ -10,8 +10,8 @@ library see separate nodes and traffic between ranks crosses a real TCP/IP stack
     cluster.py exec NODE -- COMMAND...     run a command inside a node, as root (for a person)
 
 The fallback launcher's agent, for jobs: site/cluster/agent (as the job account, through sudo
-and site/cluster/enter-node, which `up` copies into the cluster's folder and allows in
-/etc/sudoers.d/mpi-testbed-cluster; `down` removes both).
+and site/cluster/enter-node; `up` copies both into the cluster's folder, where jobs run them,
+and allows enter-node in /etc/sudoers.d/mpi-testbed-cluster; `down` removes all three).
 
 Run as root. Everything lives under /run/mpi-testbed-cluster (TESTBED_CLUSTER_DIR); `down` finds
 what to remove by name and by that folder, so it also works after a crash or an interrupted `up`.
@@ -346,18 +346,24 @@ def job_account():
 
 
 def allow_agent():
-    """Let the job account enter the nodes through the fallback agent: a root-owned copy of
-    enter-node in the cluster's folder (root's 0755, so the account cannot change what sudo
-    runs) and one sudoers rule for it alone, checked by visudo before it is put in place."""
+    """Let the job account enter the nodes through the fallback agent: root-owned copies of
+    agent and enter-node in the cluster's folder (root's 0755, so the account cannot change
+    what sudo runs, and can run the agent even when the clone is in a folder it may not enter,
+    as root's home) and one sudoers rule for enter-node alone, checked by visudo before it is
+    put in place."""
     account = job_account()
     if not account.replace('-', '').replace('_', '').isalnum():
         raise ClusterError(f'defaults.run_as: {account!r} is not a plain account name')
+    for name, default in (('agent', 'run=${TESTBED_CLUSTER_DIR:-/run/mpi-testbed-cluster}\n'),
+                          ('enter-node', 'run=/run/mpi-testbed-cluster\n')):
+        with open(os.path.join(HERE, name)) as fh:
+            text = fh.read()
+        if default not in text:
+            raise ClusterError(f'site/cluster/{name}: no line {default.strip()!r} to set')
+        with open(f'{RUN}/{name}', 'w') as fh:
+            fh.write(text.replace(default, f'run={RUN}\n', 1))
+        os.chmod(f'{RUN}/{name}', 0o755)
     target = f'{RUN}/enter-node'
-    with open(os.path.join(HERE, 'enter-node')) as fh:
-        text = fh.read().replace('run=/run/mpi-testbed-cluster\n', f'run={RUN}\n', 1)
-    with open(target, 'w') as fh:
-        fh.write(text)
-    os.chmod(target, 0o755)
     if not shutil.which('sudo'):
         raise ClusterError('sudo is not installed (the fallback agent needs it): run `make setup`')
     tmp = f'{RUN}/sudoers'

@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.join(REPO, 'reframe'))
 from testbed import registry  # noqa: E402
 
 BUILD = '/var/tmp/mpi-testbed-cluster-build'
+CLUSTER_DIR = os.environ.get('TESTBED_CLUSTER_DIR', '/run/mpi-testbed-cluster')
 PMIS = ('pmi2', 'pmix')
 TIMEOUT = 30          # s; a start-up takes under 2 s here
 
@@ -113,7 +114,7 @@ def two_node_record(r, timeout):
 def fallback_script(stack, exe):
     """The job step of a fallback launch, as the job account on the first node: the host
     file, the daemons (timed: BOOT-S), the stack's own launcher, the daemons' halt."""
-    agent = os.path.join(REPO, 'site', 'cluster', 'agent')
+    agent = os.path.join(CLUSTER_DIR, 'agent')      # up's copy: the clone may be closed to the account
     env = {**stack.environment, **stack.fallback_settings(agent, 'fallback-hosts')}
     launch = shlex.join(stack.launch_command(2, options=False) + [exe])
     lines = [*(f'export {k}={registry.shell_word(v)}' for k, v in env.items()),
@@ -156,7 +157,7 @@ def main(argv=None):
                     help='only these stacks (comma list; default every MPI stack)')
     a = ap.parse_args(argv)
     if not os.environ.get('SLURM_CONF'):
-        os.environ['SLURM_CONF'] = '/run/mpi-testbed-cluster/slurm.conf'
+        os.environ['SLURM_CONF'] = os.path.join(CLUSTER_DIR, 'slurm.conf')
     if not os.path.exists(os.environ['SLURM_CONF']):
         print(f"error: {os.environ['SLURM_CONF']}: no cluster is up (make cluster-up)",
               file=sys.stderr)
