@@ -55,19 +55,28 @@ mounts=(-v "$repo:/src:ro")
 status=0
 for i in $(seq 1 "$runs"); do
   name=mpi-testbed-fresh-$$-$i
-  log="$out/run-$(date -u +%Y%m%dT%H%M%S)-$i.log"
+  stamp=$(date -u +%Y%m%dT%H%M%S)
+  log="$out/run-$stamp-$i.log"
+  keep="$out/run-$stamp-$i"        # a failed run's reports and job logs, before --rm drops them
+  mkdir -p "$keep"
   echo "== fresh machine $i of $runs: container $name, log $log"
   t0=$(date +%s)
   "${podman[@]}" run --rm --name "$name" --privileged --network host --hostname "fresh$i" \
       --shm-size "${shm_kib}k" --ulimit nofile=1024:4096 --ulimit nproc=4096:4096 \
-      "${env_args[@]}" "${mounts[@]}" "$image" \
+      "${env_args[@]}" "${mounts[@]}" -v "$keep:/keep" "$image" \
       bash -c 'git config --global --add safe.directory /src &&
                git clone -q /src /root/mpi-testbed && cd /root/mpi-testbed &&
-               echo "clone of $(git rev-parse --short HEAD)" && bash .ci/run' \
+               echo "clone of $(git rev-parse --short HEAD)" || exit 1
+               bash .ci/run; rc=$?
+               [ $rc -eq 0 ] || { cp -a reframe/reports /keep/ 2>/dev/null
+                 find /var/tmp/mpi-testbed-root/stage reframe/output \( -name "*.out" -o \
+                   -name "*.err" -o -name "*.log" -o -name "rfm_job.sh" \) -size -2M \
+                   -exec cp --parents {} /keep/ \; 2>/dev/null; }
+               exit $rc' \
       > "$log" 2>&1
   rc=$?
   echo "   exit $rc in $(( $(date +%s) - t0 )) s; $(grep -E '^== (wall time|failed steps)' "$log" | tr '\n' ' ')"
-  [ "$rc" -eq 0 ] || status=1
+  if [ "$rc" -eq 0 ]; then rm -rf "$keep"; else status=1; echo "   reports and job logs: $keep"; fi
   # The cluster's bridge and veths live in the host's network namespace (shared): a container
   # that died mid-run must not leave them there.
   leftover=$(ip -o link show 2>/dev/null | grep -c ': tbc-' || true)

@@ -252,7 +252,7 @@ class AppBuild(rfm.CompileOnlyRegressionTest):
         return os.path.join(self.stagedir, self.app, self.app)
 
 
-class StackLaunch(rfm.RegressionMixin):
+class StackLaunch(rfm.RegressionTestPlugin):
     """Launch the job with the stack's own launcher, knobs and daemons, as the registry says."""
 
     #: knob settings for this test, e.g. {'transport': 'tcp'}; unset knobs take their default
@@ -483,7 +483,7 @@ class StackLaunch(rfm.RegressionMixin):
                 f'|| {{ echo "slowdown shim not active in every rank" >&2; exit 1; }}']
 
 
-class ReferenceLookup(rfm.RegressionMixin):
+class ReferenceLookup(rfm.RegressionTestPlugin):
     """Read this test's performance references from reframe/references/<reference_file>.
 
     Ratios to a baseline measured in the same job (portable variables) are looked up under the

@@ -28,7 +28,7 @@ TOOL_PACKAGES = [REFRAME_PIN, 'polars==1.44.2', 'polars-runtime-32==1.44.2', 'py
 # (util-linux), ps (procps); for HPL single-threaded OpenBLAS, patch, and curl to fetch the
 # hpcc source from Debian's archive.
 BASE_DEBS = ['build-essential', 'python3-venv', 'util-linux', 'procps', 'libopenblas-dev',
-             'libopenblas0-serial', 'patch', 'curl']
+             'libopenblas0-serial', 'patch', 'curl', 'acl']
 # The peer benchmarks reframe/tests/peers.py compares apps/p2p with (IMB-MPI1 comes with the
 # Intel MPI wheel): NetPIPE 3.7.2 built against Debian's MPICH, Open MPI, LAM and PVM.
 PEER_DEBS = ['netpipe-mpich2', 'netpipe-openmpi', 'netpipe-lam',
@@ -132,6 +132,33 @@ def ensure_hostname_resolves(logfile, hosts='/etc/hosts'):
     return True, ''
 
 
+def ensure_account_reaches(repo, account, logfile):
+    """Jobs run as `account` and read the clone (the agent, apps/startup/launch_times.py on
+    the cluster's nodes). A clone in root's home (0700) is closed to it: let the account
+    alone pass through each folder above the clone that shuts it out (an ACL entry u:ACCOUNT:x,
+    enter only, not list), say so, then check as the account that the clone can be read."""
+    pw = pwd.getpwnam(account)
+    top = Path(repo).resolve()
+    closed = []
+    for folder in [top, *top.parents]:
+        st = folder.stat()
+        if st.st_mode & 0o001 or (st.st_uid == pw.pw_uid and st.st_mode & 0o100) or \
+                (st.st_gid == pw.pw_gid and st.st_mode & 0o010):
+            continue
+        closed.append(folder)
+    for folder in closed:
+        ok, why = run(['setfacl', '-m', f'u:{account}:x', str(folder)], logfile)
+        if not ok:
+            return False, f'{folder} is closed to the job account {account} and setfacl failed: {why}'
+        log(f'{folder}: the job account {account} may now pass through (ACL u:{account}:x)')
+    ok, why = run(['setpriv', f'--reuid={account}', f'--regid={account}', '--init-groups',
+                   'test', '-r', str(top / 'site' / 'stacks.toml')], logfile)
+    if not ok:
+        return False, (f'the job account {account} cannot read the clone {top} '
+                       f'(site/stacks.toml): clone it with a umask that lets others read')
+    return True, ''
+
+
 def write_status(home, stack, ok, reason, logfile, seconds):
     status = Path(home) / 'status'
     status.mkdir(parents=True, exist_ok=True)
@@ -217,6 +244,8 @@ def main(argv=None):
         ('ReFrame venv', lambda f: make_venv(str(home / 'reframe'), TOOL_PACKAGES, f)),
         (f'account {reg.run_as}', lambda f: ensure_account(reg.run_as, f)),
         ('host name', ensure_hostname_resolves),
+        ('the clone open to the job account',
+         lambda f: ensure_account_reaches(registry.REPO, reg.run_as, f)),
     ]
     if args.image:
         # an image runs ranks; the host keeps the tools that drive and judge them

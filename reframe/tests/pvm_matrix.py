@@ -25,6 +25,7 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+from testbed.binding import placement_problem  # noqa: E402
 from testbed.checks import (APPS, AppBuild, ReferenceLookup, StackLaunch, compiler_of,  # noqa: E402
                             one_task_on_each_node, records, stack_of)
 from testbed.perf import set_perf_variables  # noqa: E402
@@ -145,9 +146,10 @@ class PvmMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         run = records(self._out(), 'P2P-RUN')[0]
         if self.num_tasks_per_node == 1 and run['host'] == run['host_rank1']:
             return f"both ranks ran on {run['host']}: one per node was asked for"
-        if run['cpus_allowed'] != [1, 1] or run['cpus_start'][0] == run['cpus_start'][1]:
-            return f"ranks not on a core each: {run['cpus_start']}, {run['cpus_allowed']}"
-        return True
+        # The rule of every MPI test: distinct CPUs, each task allowed its own alone, none
+        # moved, and (p2p-pvm pins itself, --bind-self) each on the CPU asked for.
+        return placement_problem(run, records(self._out(), 'P2P-END')[0], self_bind=True) \
+            or True
 
     #: the study's finding asserted in its direction where it held in every run here
     #: (docs/pvm.md): PvmDataInPlace at least as fast as PvmDataRaw for a 1 MiB message

@@ -35,6 +35,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_before, sanity_function, variable
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+from testbed.binding import placement_problem  # noqa: E402
 from testbed.checks import APPS, StackLaunch, drop_privileges, records, stack_of  # noqa: E402
 from testbed.peer_table import netpipe_repetitions, parse_netpipe  # noqa: E402
 from testbed.perf import set_perf_variables  # noqa: E402
@@ -141,12 +142,13 @@ class PvmPeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
                     if run.get('buffers') != layout:
                         self.problems.append(f'{log}: buffers {run.get("buffers")!r}, '
                                              f'asked {layout!r}')
-                    runs.append(run)
+                    ends = records(log, 'P2P-END')
+                    runs.append((run, ends[0] if ends else {'cpus_end': []}))
                     for r in records(log, 'P2P'):
                         if (r['transport'], r['pair'], r['variant']) == ('pvm', PAIR, VARIANT):
                             ours[layout].setdefault(r['size_bytes'], []).append(r['min_us'])
             if runs:
-                self.library_version = runs[0].get('library_version', 'unknown')
+                self.library_version = runs[0][0].get('library_version', 'unknown')
         except (OSError, ValueError) as err:
             self.problems.append(f'p2p-pvm output: {err!r}')
             return
@@ -202,12 +204,12 @@ class PvmPeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
         return times, reps
 
     def _check_pinning(self, runs):
-        """Every launch: two tasks, each on a CPU of its own."""
-        for k, run in enumerate(runs, 1):
-            if run.get('cpus_allowed') != [1, 1] or \
-                    run['cpus_start'][0] == run['cpus_start'][1]:
-                self.problems.append(f'p2p-pvm launch {k}: tasks not on a CPU each: '
-                                     f"{run.get('cpus_start')}, {run.get('cpus_allowed')}")
+        """Every launch: two tasks, each pinned to a CPU of its own (p2p-pvm pins itself to
+        the CPU asked for; the rule of every MPI test: placement_problem), none moved."""
+        for k, (run, end) in enumerate(runs, 1):
+            problem = placement_problem(run, end, self_bind=True)
+            if problem:
+                self.problems.append(f'p2p-pvm launch {k}: {problem}')
         for k in range(1, self.rounds + 1):
             for size in SIZES:
                 prefix = os.path.join(self.stagedir, 'peers', f'netpipe-{size}-r{k}')
