@@ -225,3 +225,26 @@ def test_the_inplace_direction_allows_a_tie_and_names_a_loss():
     problem = PvmMatrix._inplace_not_slower(fake(500.0, 400.0))
     assert 'send-recv direct at 1048576 bytes: InPlace 500.0 us slower than Raw 400.0 us' \
         in problem, problem
+
+
+def test_a_zombie_pvmd_is_not_a_running_one(job, built):
+    """A pvmd that exited and was not yet reaped (a container whose PID 1 reaps late) runs no
+    virtual machine: boot goes on. The zombie here is a child of this test, reaped at the end."""
+    fake = built / 'zombie' / 'pvmd'
+    fake.parent.mkdir(exist_ok=True)
+    shutil.copy('/bin/true', fake)
+    subprocess.run(['chmod', '-R', 'a+rX', str(fake.parent)], check=True)
+    zombie = subprocess.Popen(drop_privileges(registry.load()) + [str(fake)])
+    try:
+        for _ in range(100):
+            states = subprocess.run(['ps', '-u', str(job.uid), '-o', 'stat=,comm='],
+                                    capture_output=True, text=True).stdout.split('\n')
+            if any(s.split()[-1:] == ['pvmd'] and s.startswith('Z') for s in states):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail('no zombie pvmd appeared')
+        boot = job.pvmd_job('boot')
+        assert boot.returncode == 0, boot.stderr
+    finally:
+        zombie.wait()
