@@ -136,9 +136,13 @@ def ensure_account_reaches(repo, account, logfile):
     """Jobs run as `account` and read the clone (the agent, apps/startup/launch_times.py on
     the cluster's nodes). A clone in root's home (0700) is closed to it: let the account
     alone pass through each folder above the clone that shuts it out (an ACL entry u:ACCOUNT:x,
-    enter only, not list), say so, then check as the account that the clone can be read."""
-    pw = pwd.getpwnam(account)
+    enter only, not list), say so, then check as the account that the clone can be read.
+    A clone the account already reads is left alone (no ACL, nothing said)."""
     top = Path(repo).resolve()
+    readable = origins.as_account(account) + ['test', '-r', str(top / 'site' / 'stacks.toml')]
+    if run(readable, logfile)[0]:
+        return True, ''
+    pw = pwd.getpwnam(account)
     closed = []
     for folder in [top, *top.parents]:
         st = folder.stat()
@@ -151,9 +155,7 @@ def ensure_account_reaches(repo, account, logfile):
         if not ok:
             return False, f'{folder} is closed to the job account {account} and setfacl failed: {why}'
         log(f'{folder}: the job account {account} may now pass through (ACL u:{account}:x)')
-    ok, why = run(['setpriv', f'--reuid={account}', f'--regid={account}', '--init-groups',
-                   'test', '-r', str(top / 'site' / 'stacks.toml')], logfile)
-    if not ok:
+    if not run(readable, logfile)[0]:
         return False, (f'the job account {account} cannot read the clone {top} '
                        f'(site/stacks.toml): clone it with a umask that lets others read')
     return True, ''

@@ -132,6 +132,14 @@ def check_prefix(stack):
     return ''
 
 
+def as_account(run_as):
+    """The prefix that runs a command as `run_as` (the job account) from root; [] for a user,
+    who runs as themselves. The set-up's: it runs before ReFrame's venv exists, so it cannot use
+    testbed.checks.drop_privileges."""
+    return ['setpriv', f'--reuid={run_as}', f'--regid={run_as}', '--init-groups'] \
+        if os.geteuid() == 0 else []
+
+
 def hello(stack, run_as, logfile):
     """Compile a hello with the stack's wrapper and run it on 2 ranks as `run_as` (the job
     account: LAM refuses root), with the stack's daemons if it has any. '' when both ranks
@@ -139,8 +147,7 @@ def hello(stack, run_as, logfile):
     # {job} (the job script's $$ in a test) is this process's id here
     env = dict(os.environ, **{k: v.replace(registry.JOB_PID, str(os.getpid()))
                               for k, v in stack.environment.items()})
-    drop = ['setpriv', f'--reuid={run_as}', f'--regid={run_as}', '--init-groups'] \
-        if os.geteuid() == 0 else []
+    drop = as_account(run_as)
     with tempfile.TemporaryDirectory(prefix='testbed-hello-') as tmp:
         os.chmod(tmp, 0o755)
         src, exe = os.path.join(tmp, 'hello.c'), os.path.join(tmp, 'hello')

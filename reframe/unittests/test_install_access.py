@@ -30,11 +30,15 @@ def closed(tmp_path):
     return home, clone
 
 
-def test_a_closed_folder_above_the_clone_lets_the_account_through(closed, tmp_path):
+def test_a_closed_folder_above_the_clone_lets_the_account_through(closed, tmp_path, capsys):
     home, clone = closed
     assert as_account('test', '-r', str(clone / 'site' / 'stacks.toml')).returncode != 0
     ok, why = install.ensure_account_reaches(clone, ACCOUNT, tmp_path / 'log')
     assert ok, why
+    assert f'{home}: the job account {ACCOUNT} may now pass through' in capsys.readouterr().out
+    # the next set-up finds the clone open: it changes and says nothing
+    assert install.ensure_account_reaches(clone, ACCOUNT, tmp_path / 'log') == (True, '')
+    assert capsys.readouterr().out == ''
     assert as_account('test', '-r', str(clone / 'site' / 'stacks.toml')).returncode == 0
     assert as_account('ls', str(home)).returncode != 0          # pass through, not list
     assert f'user:{ACCOUNT}:--x' in subprocess.run(['getfacl', '-p', str(home)],

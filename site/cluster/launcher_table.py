@@ -30,9 +30,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, 'reframe'))
 from testbed import registry  # noqa: E402
+from cluster import RUN as CLUSTER_DIR  # noqa: E402  (cluster.py, beside this script)
 
 BUILD = '/var/tmp/mpi-testbed-cluster-build'
-CLUSTER_DIR = os.environ.get('TESTBED_CLUSTER_DIR', '/run/mpi-testbed-cluster')
 PMIS = ('pmi2', 'pmix')
 TIMEOUT = 30          # s; a start-up takes under 2 s here
 
