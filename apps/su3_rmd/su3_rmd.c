@@ -492,14 +492,15 @@ int main(int argc, char **argv)
                    "\"dH\":%s,\"seconds\":%.6f}\n", traj, num(plaq, b1), dev, dh, dt);
             fflush(stdout);
         }
-        if (dev > 1e-10) { /* every rank holds the same reduced value */
-            if (rank == 0) {
+        /* Every rank holds the same reduced value, so all leave together through
+         * MPI_Finalize. Not MPI_Abort: MPICH 4.0's hydra sometimes tore the job
+         * down before it had forwarded rank 0's stderr line (1 run in 30). */
+        if (dev > 1e-10) {
+            if (rank == 0)
                 fprintf(stderr, "su3_rmd: unitarity check failed at trajectory %d: "
                         "deviation %.3e > 1e-10\n", traj, dev);
-                fflush(stderr);
-                MPI_Abort(MPI_COMM_WORLD, 3);
-            }
-            PROF(P_BARRIER, MPI_Barrier(MPI_COMM_WORLD)); /* wait for the abort */
+            free(traj_s);
+            tb_finalize_bounded();
             return 3;
         }
     }
