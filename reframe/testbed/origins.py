@@ -83,18 +83,34 @@ def build_key(stack, tarball_sha):
 def build_source(stack, home, logfile):
     """Build and install `stack` (origin source) into its prefix unless the same inputs
     already did. Returns (ok, why, cached)."""
+    why, tarball = fetch_source(stack, home, logfile)
+    if why:
+        return False, why, False
+    return build_fetched(stack, home, tarball, logfile)
+
+
+def fetch_source(stack, home, logfile):
+    """The verified orig tarball of `stack`: ('', path), or (why not, None). It may run apt
+    (a deb-src entry, apt-get update), so the installer calls it for one stack at a time."""
     src = Path(home) / 'src' / stack.source
     why = _run(['bash', str(FETCH), str(src), '--setup-apt', '--package', stack.source],
                logfile)
     if why:
-        return False, f'source {stack.source}: {why}', False
+        return f'source {stack.source}: {why}', None
     tarballs = sorted(src.glob(f'{stack.source}_*.orig.tar.*'))
     if len(tarballs) != 1:
-        return False, f'expected one orig tarball in {src}, found {len(tarballs)}', False
+        return f'expected one orig tarball in {src}, found {len(tarballs)}', None
     if stack.version and not tarballs[0].name.startswith(f'{stack.source}_{stack.version}.'):
-        return False, (f'{tarballs[0].name} is not version {stack.version} (the registry\'s '
-                       f'stacks.{stack.name}.version): Debian\'s {stack.source} moved on'), False
-    key = build_key(stack, _sha256(tarballs[0]))
+        return (f'{tarballs[0].name} is not version {stack.version} (the registry\'s '
+                f'stacks.{stack.name}.version): Debian\'s {stack.source} moved on'), None
+    return '', tarballs[0]
+
+
+def build_fetched(stack, home, tarball, logfile):
+    """Build `tarball` (from fetch_source) into the stack's prefix unless the same inputs
+    already did; touches only the stack's own build tree, prefix and log, so that two stacks
+    can build at once. Returns (ok, why, cached)."""
+    key = build_key(stack, _sha256(tarball))
     prefix = Path(stack.prefix)
     try:
         if json.loads((prefix / STAMP).read_text()).get('key') == key:
@@ -105,17 +121,17 @@ def build_source(stack, home, logfile):
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     t0 = time.monotonic()
-    why = _run(['tar', '-xf', str(tarballs[0]), '-C', str(work)], logfile)
+    why = _run(['tar', '-xf', str(tarball), '-C', str(work)], logfile)
     tops = [d for d in work.iterdir() if d.is_dir()]
     if not why and len(tops) != 1:
-        why = f'{tarballs[0].name} unpacked into {len(tops)} folders, expected one'
+        why = f'{tarball.name} unpacked into {len(tops)} folders, expected one'
     why = why or _build(stack, tops[0], prefix, logfile)
     if why:
-        return False, f'build of {tarballs[0].name} failed (tree kept in {work}): {why}', False
+        return False, f'build of {tarball.name} failed (tree kept in {work}): {why}', False
     seconds = time.monotonic() - t0
     (prefix / STAMP).write_text(json.dumps({
-        'stack': stack.name, 'key': key, 'tarball': tarballs[0].name,
-        'sha256': _sha256(tarballs[0]), 'configure': list(stack.configure),
+        'stack': stack.name, 'key': key, 'tarball': tarball.name,
+        'sha256': _sha256(tarball), 'configure': list(stack.configure),
         'patches': list(stack.patches), 'build_seconds': round(seconds, 1)}, indent=1) + '\n')
     shutil.rmtree(work, ignore_errors=True)
     return True, '', False
