@@ -110,7 +110,8 @@ def build_fetched(stack, home, tarball, logfile):
     """Build `tarball` (from fetch_source) into the stack's prefix unless the same inputs
     already did; touches only the stack's own build tree, prefix and log, so that two stacks
     can build at once. Returns (ok, why, cached)."""
-    key = build_key(stack, _sha256(tarball))
+    sha = _sha256(tarball)      # read once: the key, and the record after the build
+    key = build_key(stack, sha)
     prefix = Path(stack.prefix)
     try:
         if json.loads((prefix / STAMP).read_text()).get('key') == key:
@@ -131,7 +132,7 @@ def build_fetched(stack, home, tarball, logfile):
     seconds = time.monotonic() - t0
     (prefix / STAMP).write_text(json.dumps({
         'stack': stack.name, 'key': key, 'tarball': tarball.name,
-        'sha256': _sha256(tarball), 'configure': list(stack.configure),
+        'sha256': sha, 'configure': list(stack.configure),
         'patches': list(stack.patches), 'build_seconds': round(seconds, 1)}, indent=1) + '\n')
     shutil.rmtree(work, ignore_errors=True)
     return True, '', False
