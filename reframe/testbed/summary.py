@@ -286,7 +286,8 @@ def render(report):
     if hung:
         lines.append(f'### MPI_Finalize hung after the measurement ({len(hung)})\n')
         lines.append('A library defect, not a figure: every record was complete and checked, '
-                     'then MPI_Finalize did not return within 30 s (apps/common/tb_finalize.h).')
+                     'then MPI_Finalize did not return within its limit (10 s unless '
+                     'TESTBED_FINALIZE_LIMIT_S says otherwise; apps/common/tb_finalize.h).')
         lines += [f"- {tc['name']} @{tc['environ']} ({tc.get('system')}:{tc.get('partition')})"
                   for tc in hung]
         lines.append('')
