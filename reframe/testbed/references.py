@@ -17,7 +17,7 @@ bounds would accept a 2x change in either direction catches nothing worth catchi
 refused when loaded. `runs` names the ReFrame sessions whose figures produced the row. Rows are
 written only by `python3 -m testbed.references update` (from N runs on one machine) and
 `transfer` (a row's band widened to cover runs on another machine of its type, by the same
-rule); a commit that changes a reference file says which runs produced it.
+rule, on the side where they fall); a commit that changes a reference file says which runs produced it.
 """
 import argparse
 import csv
@@ -313,11 +313,13 @@ def derive(report_paths, k=3.0, min_runs=3):
 
 def transfer(table, report_paths):
     """Portable rows of `table` checked against runs on another machine of their type: each
-    row the reports measure keeps its value (the median of the runs that made it) and gets
-    the band the same rule gives across machines, w = max(its own w, 1.5 x the largest
-    distance in log space of the new figures from the value), with the new sessions added to
-    its runs. Returns (changed rows as dicts, a line per row measured, the rows that would
-    accept 2x: left as they were). A row never narrows."""
+    row the reports measure keeps its value (the median of the runs that made it) and each side
+    of its band gets the band the same rule gives across machines, w = max(that side's own w,
+    1.5 x the largest distance in log space of the new figures on that side of the value), with
+    the new sessions added to its runs. Per side, because a figure's tails need not match: a
+    ratio whose baseline is sometimes slow falls below its value only, and a symmetric band
+    would give up the catch above for it. Returns (changed rows as dicts, a line per row
+    measured, the rows that would accept 2x: left as they were). A row never narrows."""
     seen = {}
     for report_path in report_paths:
         for session, tc in _report_cases(report_path):
@@ -335,24 +337,26 @@ def transfer(table, report_paths):
     changed, lines, refused = [], [], []
     for key, (vals, sessions) in sorted(seen.items()):
         ref = table[key]
-        w_old = max(math.log1p(ref.upper), -math.log1p(ref.lower))
-        far = max(abs(math.log(v / ref.value)) for v in vals)
-        w = max(w_old, 1.5 * far)
+        below_old, above_old = -math.log1p(ref.lower), math.log1p(ref.upper)
+        dist = [math.log(v / ref.value) for v in vals]
+        below = max(below_old, 1.5 * max([-d for d in dist] + [0.0]))
+        above = max(above_old, 1.5 * max(dist + [0.0]))
         ratios = ', '.join(f'{v / ref.value:.3f}' for v in vals)
         line = (f'{"/".join(key)}: new figures {ratios} x the value; band '
                 f'{ref.lower:+.1%}/{ref.upper:+.1%}')
-        if math.exp(w) >= MAX_FACTOR:
+        if math.exp(max(below, above)) >= MAX_FACTOR:
             refused.append(key)
             lines.append(f'{line}: would accept 2x, left as it was')
             continue
-        if w == w_old:
+        if (below, above) == (below_old, above_old):
             lines.append(f'{line}: covers them, unchanged')
             continue
         runs = ' '.join([ref.runs] + [x for x in sessions if x not in ref.runs.split()])
-        changed.append(dict(zip(KEY, key), value=f'{ref.value:.6g}',
-                            lower=f'{math.exp(-w) - 1:.4f}', upper=f'{math.exp(w) - 1:.4f}',
-                            unit=ref.unit, runs=runs))
-        lines.append(f'{line}: widened to {math.exp(-w) - 1:+.1%}/{math.exp(w) - 1:+.1%}')
+        lower = ref.lower if below == below_old else math.exp(-below) - 1
+        upper = ref.upper if above == above_old else math.exp(above) - 1
+        changed.append(dict(zip(KEY, key), value=f'{ref.value:.6g}', lower=f'{lower:.4f}',
+                            upper=f'{upper:.4f}', unit=ref.unit, runs=runs))
+        lines.append(f'{line}: widened to {lower:+.1%}/{upper:+.1%}')
     return changed, lines, refused
 
 

@@ -183,12 +183,13 @@ def test_between_nodes_over_a_shaped_link_p2p_matrix_asserts_its_ratios_to_raw_t
 
 def test_transfer_widens_a_travelling_row_to_another_machine_and_never_narrows(tmp_path):
     """`transfer`: runs on a second machine of the type keep each row's value and widen its
-    band by the same rule as between runs (1.5 x the farthest new figure, in log space); a
-    row they fall inside is unchanged, one they would stretch to 2x is left as it was."""
+    band by the same rule as between runs (1.5 x the farthest new figure, in log space), on
+    the side where the figures fall only; a row they fall inside is unchanged, one they would
+    stretch to 2x is left as it was."""
     refs = tmp_path / 'p2p.csv'
     refs.write_text(references.HEADER_COMMENT + ','.join(references.FIELDS) + '\n' + ''.join(
         f'testbed-local,default,x86_64-2cpu-vm,mpich-4.0,Su3Run,{case},speedup,1.0,'
-        f'-0.1393,0.1618,ratio,s0\n' for case in ('near', 'far', 'wild')))
+        f'-0.1393,0.1618,ratio,s0\n' for case in ('near', 'far', 'low', 'wild')))
 
     def report(name, values):
         tcs = [{'name': f'Su3Run %case={case}', 'environ': 'mpich-4_0', 'stack_name': 'mpich-4.0',
@@ -202,15 +203,18 @@ def test_transfer_widens_a_travelling_row_to_another_machine_and_never_narrows(t
         return path
     table = references.load(refs)
     changed, lines, refused = references.transfer(
-        table, [report('m2a', {'near': 1.05, 'far': 1.155, 'wild': 1.6}),
-                report('m2b', {'near': 0.97, 'far': 1.10, 'wild': 1.0})])
+        table, [report('m2a', {'near': 1.05, 'far': 1.155, 'low': 0.85, 'wild': 1.6}),
+                report('m2b', {'near': 0.97, 'far': 1.10, 'low': 1.02, 'wild': 1.0})])
     by = {row['case']: row for row in changed}
-    assert set(by) == {'far'} and [k[5] for k in refused] == ['wild']
+    assert set(by) == {'far', 'low'} and [k[5] for k in refused] == ['wild']
     w = 1.5 * math.log(1.155)
     assert float(by['far']['value']) == pytest.approx(1.0)          # the value is kept
     assert float(by['far']['upper']) == pytest.approx(math.exp(w) - 1, abs=1e-4)
-    assert float(by['far']['lower']) == pytest.approx(math.exp(-w) - 1, abs=1e-4)
+    assert float(by['far']['lower']) == pytest.approx(-0.1393)      # nothing fell below
     assert by['far']['runs'] == 's0 m2a m2b'
+    w = 1.5 * math.log(1 / 0.85)
+    assert float(by['low']['lower']) == pytest.approx(math.exp(-w) - 1, abs=1e-4)
+    assert float(by['low']['upper']) == pytest.approx(0.1618)       # 1.02 is inside
     assert any('near' in line and 'unchanged' in line for line in lines)
     references.write(refs, changed, table)
     again = references.load(refs)
