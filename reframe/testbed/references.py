@@ -17,7 +17,8 @@ bounds would accept a 2x change in either direction catches nothing worth catchi
 refused when loaded. `runs` names the ReFrame sessions whose figures produced the row. Rows are
 written only by `python3 -m testbed.references update` (from N runs on one machine) and
 `transfer` (a row's band widened to cover runs on another machine of its type, by the same
-rule, on the side where they fall); a commit that changes a reference file says which runs produced it.
+rule, on the side where they fall); a commit that changes a reference file says which runs
+produced it.
 """
 import argparse
 import csv
@@ -352,8 +353,7 @@ def transfer(table, report_paths):
             lines.append(f'{line}: covers them, unchanged')
             continue
         runs = ' '.join([ref.runs] + [x for x in sessions if x not in ref.runs.split()])
-        lower = ref.lower if below == below_old else math.exp(-below) - 1
-        upper = ref.upper if above == above_old else math.exp(above) - 1
+        lower, upper = math.exp(-below) - 1, math.exp(above) - 1   # a side kept stays as it was
         changed.append(dict(zip(KEY, key), value=f'{ref.value:.6g}', lower=f'{lower:.4f}',
                             upper=f'{upper:.4f}', unit=ref.unit, runs=runs))
         lines.append(f'{line}: widened to {lower:+.1%}/{upper:+.1%}')
