@@ -1,5 +1,5 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
-.PHONY: setup test run list references summary report clean slowdown compare sweep generate \
+.PHONY: setup test run list references summary report clean slowdown compare spread sweep generate \
         cluster-up cluster-status cluster-down setup-images images images-run pull-images fresh-machine
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
@@ -43,6 +43,10 @@ compare:          ## is B slower than A? A, B: run reports or stored session UUI
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 -m testbed.compare "$(A)" "$(B)" \
 	    $(if $(STACK_A),--stack-a "$(STACK_A)") $(if $(STACK_B),--stack-b "$(STACK_B)") \
 	    $(if $(THRESHOLD),--threshold "$(THRESHOLD)") $(if $(TESTS),--tests "$(TESTS)")
+
+spread:           ## run-to-run CV of the small-size latencies over REPORTS, or the newest RUNS (3) archived quick runs
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && \
+	python3 -m testbed.spread $(or $(REPORTS),--archive $(or $(RUNS),3)) $(if $(SIZES),--sizes "$(SIZES)")
 
 slowdown:         ## prove the references bite: the p2p quick tests slowed by FACTOR (e.g. 1.2)
 	bash ci/slowdown.sh "$(FACTOR)" $(ARGS)
