@@ -46,7 +46,8 @@ compare:          ## is B slower than A? A, B: run reports or stored session UUI
 
 spread:           ## run-to-run CV of the small-size latencies over REPORTS, or the newest RUNS (3) archived quick runs
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && \
-	python3 -m testbed.spread $(or $(REPORTS),--archive $(or $(RUNS),3)) $(if $(SIZES),--sizes "$(SIZES)")
+	python3 -m testbed.spread $(or $(REPORTS),--archive $(or $(RUNS),3)) $(if $(SIZES),--sizes "$(SIZES)") \
+	    $(if $(STATISTIC),--statistic "$(STATISTIC)")
 
 slowdown:         ## prove the references bite: the p2p quick tests slowed by FACTOR (e.g. 1.2)
 	bash ci/slowdown.sh "$(FACTOR)" $(ARGS)

@@ -1,14 +1,15 @@
 """How much does a figure move from one run to the next on this machine? The run-to-run spread
 of P2PMatrix's latencies over N run reports.
 
-    python3 -m testbed.spread REPORT... [--sizes 8,1024] [--json FILE]
+    python3 -m testbed.spread REPORT... [--sizes 8,1024] [--statistic median] [--json FILE]
     python3 -m testbed.spread --archive 3        # the newest 3 quick runs of reframe/archive
-    make spread [RUNS=3 | REPORTS="a.json b.json ..."]
+    make spread [RUNS=3 | REPORTS="a.json b.json ..."] [STATISTIC=min]
 
 A REPORT is a ReFrame run report (JSON file) or a session UUID of ReFrame's results storage.
 Per stack, size range and size, each run gives one figure: the median, over P2PMatrix's modes,
 of each mode's median half round trip (the figure P2PStack asserts), computed from the samples
-the report keeps (figure_samples). The table gives that figure in every run, its CV over the
+the report keeps (figure_samples); --statistic min takes each mode's least sample instead
+(NetPIPE's statistic), mean its mean. The table gives that figure in every run, its CV over the
 runs (sample standard deviation over mean), the median and largest CV of the modes taken one
 by one, and each run's 8-byte shared-memory floor (shm_floor_8B_us, the median over the
 stack's cases): the floor says where the two ranks' CPUs sat on the host. On this VM type two
@@ -31,6 +32,8 @@ from testbed.compare import CompareError, figures_cases, load
 from testbed.peer_table import STEADY
 
 FIGURE = re.compile(r'^half_round_trip_us@(\d+)$')
+#: a mode's figure in one run, from its samples
+STATISTICS = {'median': statistics.median, 'min': min, 'mean': statistics.mean}
 
 
 def cv(values):
@@ -38,9 +41,10 @@ def cv(values):
     return statistics.stdev(values) / statistics.mean(values) if len(values) > 1 else 0.0
 
 
-def run_figures(report, where, sizes):
-    """{(stack, size_range, size): {mode: (median us, the case's 8-byte floor us or None)}} of
-    one report's P2PMatrix cases that passed or only missed a reference."""
+def run_figures(report, where, sizes, stat='median'):
+    """{(stack, size_range, size): {mode: (the statistic of its samples in us, the case's
+    8-byte floor us or None)}} of one report's P2PMatrix cases that passed or only missed a
+    reference."""
     figs = {}
     for i, case in figures_cases(report, where):
         name = case.get('name')
@@ -64,17 +68,17 @@ def run_figures(report, where, sizes):
                 raise CompareError(f'{where}: testcases[{i}] ({name}): figure_samples.{fig}: '
                                    'expected a list of positive numbers')
             key = (stack, size_range, int(m.group(1)))
-            figs.setdefault(key, {})[mode.group(1)] = (statistics.median(values), floor)
+            figs.setdefault(key, {})[mode.group(1)] = (STATISTICS[stat](values), floor)
     return figs
 
 
-def spread(reports, sizes):
+def spread(reports, sizes, stat='median'):
     """Rows of the table, one per (stack, size range, size) measured in every report.
     'all': every mode measured in every run. 'low': the modes whose case ran in the low
     placement in every run (its floor within STEADY of the lowest floor of that stack and
     size over all runs): the spread of the program and the library with the machine held in
     one state, as far as the floor can tell."""
-    per_run = [run_figures(report, where, sizes) for where, report in reports]
+    per_run = [run_figures(report, where, sizes, stat) for where, report in reports]
     keys = set.intersection(*(set(figs) for figs in per_run))
     rows = []
     for key in sorted(keys):
@@ -97,9 +101,9 @@ def spread(reports, sizes):
     return rows
 
 
-def render(rows, names):
+def render(rows, names, stat='median'):
     out = [f'# run-to-run spread over {len(names)} runs: ' + ', '.join(names),
-           '# per run: the median over the modes of each mode\'s median half round trip, in us '
+           f'# per run: the median over the modes of each mode\'s {stat} half round trip, in us '
            '(microseconds); CV = standard deviation / mean over the runs (of that median, and '
            'of each mode\'s own: median and largest over the modes)',
            f'# low placement: the modes whose 8-byte shared-memory floor was within {STEADY:g}x '
@@ -138,6 +142,8 @@ def main(argv=None):
     ap.add_argument('--archive', type=int, metavar='N',
                     help='the newest N quick runs of reframe/archive (instead of REPORT...)')
     ap.add_argument('--sizes', default='8,1024', help='sizes in bytes (default 8,1024)')
+    ap.add_argument('--statistic', choices=sorted(STATISTICS), default='median',
+                    help="each mode's figure from its samples (default median)")
     ap.add_argument('--json', metavar='FILE', help='also write the rows as JSON')
     args = ap.parse_args(argv)
     try:
@@ -150,13 +156,13 @@ def main(argv=None):
         if len(names) < 2:
             raise CompareError('a spread needs at least two runs')
         reports = [(n, load(n)) for n in names]
-        rows = spread(reports, sizes)
+        rows = spread(reports, sizes, args.statistic)
         if not rows:
             raise CompareError('no stack has P2PMatrix figures at these sizes in every run')
     except CompareError as err:
         print(f'spread: {err}', file=sys.stderr)
         return 2
-    print(render(rows, names))
+    print(render(rows, names, args.statistic))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + '\n')
     return 0

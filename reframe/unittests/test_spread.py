@@ -107,3 +107,12 @@ def test_make_spread_under_dash(tmp_path):
     assert proc.returncode == 0, proc.stderr
     # the median of (x, 1.01 x) is 1.005 x; CV of 0.1005, 0.1015, 0.1025 is 1.0 %
     assert 'mpich-4.0' in proc.stdout and '0.1005 0.1015 0.1025       1.0%' in proc.stdout
+
+
+def test_statistic_min_takes_each_modes_least_sample():
+    runs = [report([case(m, 0.1 + 0.01 * i, 0.04) for i, m in enumerate(MODES)])
+            for _ in range(2)]
+    rows = spread.spread([(str(i), r) for i, r in enumerate(runs)], {8}, 'min')
+    # samples are (x, 1.01 x): the least is x; the median over the three modes is 0.11
+    assert rows[0]['all']['median_over_modes_us'] == pytest.approx([0.11, 0.11])
+    assert rows[0]['all']['cv'] == 0.0
