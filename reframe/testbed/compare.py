@@ -102,6 +102,15 @@ def load(source):
     return sessions[0]
 
 
+def positive_samples(values, where):
+    """`values` if they are a list of positive numbers (a figure's samples), else a
+    CompareError naming `where` (the file and the field)."""
+    if not isinstance(values, list) or not all(
+            isinstance(v, (int, float)) and v > 0 for v in values):
+        raise CompareError(f'{where}: expected a list of positive numbers')
+    return values
+
+
 def figures(report, stack=None, tests=None, where='report'):
     """{(test name, figure): samples} of one stack (all stacks if None; then the stack is part
     of the key). Test cases that passed carry figures worth comparing, and so do those that
@@ -118,10 +127,7 @@ def figures(report, stack=None, tests=None, where='report'):
         if stack and case_stack != stack:
             continue
         for fig, values in samples.items():
-            if not isinstance(values, list) or not all(
-                    isinstance(v, (int, float)) and v > 0 for v in values):
-                raise CompareError(f'{where}: testcases[{i}] ({name}): figure_samples.{fig}: '
-                                   'expected a list of positive numbers')
+            positive_samples(values, f'{where}: testcases[{i}] ({name}): figure_samples.{fig}')
             key = (name, fig) if stack else (name, f'{case_stack}: {fig}')
             out[key] = [float(v) for v in values]
     return out

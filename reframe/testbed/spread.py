@@ -10,12 +10,13 @@ Per stack, size range and size, each run gives one figure: the median, over P2PM
 of each mode's median half round trip (the figure P2PStack asserts), computed from the samples
 the report keeps (figure_samples); --statistic min takes each mode's least sample instead
 (NetPIPE's statistic), mean its mean. The table gives that figure in every run, its CV over the
-runs (sample standard deviation over mean), the median and largest CV of the modes taken one
-by one, and each run's 8-byte shared-memory floor (shm_floor_8B_us, the median over the
-stack's cases): the floor says where the two ranks' CPUs sat on the host. On this VM type two
-placements were seen whose floors differ about 5x, and every small-message figure moves with
-them (docs/measurement.md); runs whose floors differ by more than peer_table.STEADY are marked
-'moved', and their CV is the machine's as much as the library's.
+runs (sample standard deviation over mean), and the median and largest CV of the modes taken
+one by one: once over every mode, once over the modes in the low placement. Every case records
+its own 8-byte shared-memory floor (shm_floor_8B_us), which says where the two ranks' CPUs sat
+on the host. On this VM type two placements were seen whose floors differ about 5x, and every
+small-message figure moves with them (docs/measurement.md). A mode is in the low placement
+when its floor was within peer_table.STEADY of the lowest floor of that stack and size in
+every run; over every mode, the CV is the machine's as much as the library's.
 
 Units: us = microseconds, half a round trip. Exit status 0; 2 on bad input (the file and the
 field named) or when no stack has P2PMatrix figures in every run.
@@ -28,7 +29,7 @@ import sys
 from pathlib import Path
 
 from testbed.archive import ARCHIVE
-from testbed.compare import CompareError, figures_cases, load
+from testbed.compare import CompareError, figures_cases, load, positive_samples
 from testbed.peer_table import STEADY
 
 FIGURE = re.compile(r'^half_round_trip_us@(\d+)$')
@@ -63,10 +64,9 @@ def run_figures(report, where, sizes, stat='median'):
             m = FIGURE.match(fig)
             if not m or int(m.group(1)) not in sizes:
                 continue
-            if not isinstance(values, list) or not values or not all(
-                    isinstance(v, (int, float)) and v > 0 for v in values):
-                raise CompareError(f'{where}: testcases[{i}] ({name}): figure_samples.{fig}: '
-                                   'expected a list of positive numbers')
+            field = f'{where}: testcases[{i}] ({name}): figure_samples.{fig}'
+            if not positive_samples(values, field):        # none: no statistic to take
+                raise CompareError(f'{field}: expected a list of positive numbers')
             key = (stack, size_range, int(m.group(1)))
             figs.setdefault(key, {})[mode.group(1)] = (STATISTICS[stat](values), floor)
     return figs
