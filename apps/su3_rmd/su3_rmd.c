@@ -27,13 +27,16 @@ static const int preset_tab[5][5] = {
 #define DEF_EPSILON 0.02
 
 typedef struct {
-    int L[4], traj, steps, preset, comm, corrupt, bind_self;
+    int L[4], traj, steps, preset, comm, corrupt, bind_self, alone;
     double beta, eps;
     unsigned long long seed;
     int set_traj; /* given explicitly: overrides the preset */
 } options;
 
 static int rank, nranks;
+/* Where the physics' reductions go: every rank (MPI_COMM_WORLD), or with --alone each rank
+ * by itself (MPI_COMM_SELF). */
+static MPI_Comm work;
 
 static const char *usage_text =
 "usage: su3_rmd [options]\n"
@@ -53,8 +56,12 @@ static const char *usage_text =
 "                          unitarity check must fail\n"
 "  --bind-self             pin rank r to the r-th CPU this process may use, for\n"
 "                          launchers that cannot bind (LAM)\n"
+"  --alone                 every rank evolves the whole lattice by itself, all\n"
+"                          at once, no messages; each trajectory starts on all\n"
+"                          ranks together and its seconds are the slowest\n"
+"                          rank's: the 1-rank time with every core busy\n"
 "  --help                  this text\n"
-"The number of ranks must be a power of two.\n";
+"The number of ranks must be a power of two (any number with --alone).\n";
 
 /* Parse-time failure: rank 0 says why, everyone leaves with status 2. */
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -96,8 +103,8 @@ static double parse_positive(const char *opt, const char *v, double hi)
 static void parse_args(int argc, char **argv, options *o)
 {
     static const char *dims[4] = { "--nx", "--ny", "--nz", "--nt" };
-    *o = (options){ { 4, 4, 4, 8 }, 10, DEF_STEPS, 0, COMM_ISEND, 0, 0, 6.0,
-                    DEF_EPSILON, 1, 0 };
+    *o = (options){ .L = { 4, 4, 4, 8 }, .traj = 10, .steps = DEF_STEPS, .comm = COMM_ISEND,
+                    .beta = 6.0, .eps = DEF_EPSILON, .seed = 1 };
     int setL[4] = { 0, 0, 0, 0 };
     for (int i = 1; i < argc; i++) {
         char *a = argv[i], *v = NULL, buf[64];
@@ -113,6 +120,10 @@ static void parse_args(int argc, char **argv, options *o)
         }
         if (!strcmp(a, "--bind-self")) {
             o->bind_self = 1;
+            continue;
+        }
+        if (!strcmp(a, "--alone")) {
+            o->alone = 1;
             continue;
         }
         char *eq = strchr(a, '=');
@@ -258,7 +269,7 @@ static double plaquette(lattice *lat)
                 su3_mul_nn(&U[4 * i + nu], &xpnu[mu], &b);
                 loc += su3_retrace_na(&a, &b);
             }
-    PROF(P_ALLREDUCE, MPI_Allreduce(&loc, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    PROF(P_ALLREDUCE, MPI_Allreduce(&loc, &sum, 1, MPI_DOUBLE, MPI_SUM, work));
     return sum / (6.0 * lat->L[0] * lat->L[1] * lat->L[2] * lat->L[3]);
 }
 
@@ -337,7 +348,7 @@ static double max_unitarity_dev(const lattice *lat)
         if (d > loc)
             loc = d;
     }
-    PROF(P_ALLREDUCE, MPI_Allreduce(&loc, &glob, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    PROF(P_ALLREDUCE, MPI_Allreduce(&loc, &glob, 1, MPI_DOUBLE, MPI_MAX, work));
     return glob;
 }
 
@@ -382,11 +393,13 @@ int main(int argc, char **argv)
     PROF(P_COMM_RANK, MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     PROF(P_COMM_SIZE, MPI_Comm_size(MPI_COMM_WORLD, &nranks));
     parse_args(argc, argv, &o);
-    if (nranks & (nranks - 1))
+    work = o.alone ? MPI_COMM_SELF : MPI_COMM_WORLD;
+    int lat_ranks = o.alone ? 1 : nranks, lat_rank = o.alone ? 0 : rank;
+    if (lat_ranks & (lat_ranks - 1))
         fail("number of ranks %d is not a power of two", nranks);
     memcpy(lat.L, o.L, sizeof lat.L);
     lat.comm = o.comm;
-    if (lattice_layout(&lat, nranks, msg, sizeof msg))
+    if (lattice_layout(&lat, lat_ranks, msg, sizeof msg))
         fail("%s", msg);
     /* Pinned before any allocation, so memory is first touched where the rank
      * runs; every rank's CPU goes into SU3-RUN and SU3-END, so a test can see
@@ -406,7 +419,7 @@ int main(int argc, char **argv)
     P = malloc(sizeof(su3) * 4 * n);
     V = malloc(sizeof(su3) * 4 * n);
     W = malloc(sizeof(su3) * 3 * n);
-    int maxface = 0, bad = !U || !P || !V || !W || lattice_setup(&lat, rank);
+    int maxface = 0, bad = !U || !P || !V || !W || lattice_setup(&lat, lat_rank);
     for (int d = 0; d < 4; d++) {
         recvU[d] = malloc(sizeof(su3) * 4 * lat.face[d]);
         bad |= !recvU[d];
@@ -434,14 +447,15 @@ int main(int argc, char **argv)
                "\"seed\":%llu,\"comm\":\"%s\",\"corrupt_link\":%s,\"library_version\":\"%s\","
                "\"local_volume\":%d,\"local_lattice\":[%d,%d,%d,%d],"
                "\"face_bytes\":[%ld,%ld,%ld,%ld],\"staple_face_bytes\":[%ld,%ld,%ld,%ld],"
-               "\"self_bound\":%s,\"bind_cpus\":%s,\"cpus_start\":%s,\"cpus_allowed\":%s}\n",
+               "\"self_bound\":%s,\"bind_cpus\":%s,\"cpus_start\":%s,\"cpus_allowed\":%s,"
+               "\"alone\":%s}\n",
                o.L[0], o.L[1], o.L[2], o.L[3], nranks, lat.grid[0], lat.grid[1],
                lat.grid[2], lat.grid[3], o.preset, num(o.beta, b1), o.traj, o.steps,
                num(o.eps, b2), o.seed, o.comm == COMM_SSEND ? "ssend" : "isend",
                o.corrupt ? "true" : "false", ver, lat.vol, lat.l[0], lat.l[1], lat.l[2],
                lat.l[3], fb[0], fb[1], fb[2], fb[3], fb[0] * 3 / 4, fb[1] * 3 / 4,
                fb[2] * 3 / 4, fb[3] * 3 / 4, o.bind_self ? "true" : "false", bind_cpus,
-               cpus_start, cpus_allowed);
+               cpus_start, cpus_allowed, o.alone ? "true" : "false");
         fflush(stdout);
     }
 
@@ -475,11 +489,17 @@ int main(int argc, char **argv)
             /* Energy violation of this trajectory, H = -sum Tr P^2 + S with
              * S = -(beta/3) sum_p Re Tr U_p + const and sum_p = plaquette x 6 sites. */
             double k[2];
-            PROF(P_ALLREDUCE, MPI_Allreduce(kin, k, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+            PROF(P_ALLREDUCE, MPI_Allreduce(kin, k, 2, MPI_DOUBLE, MPI_SUM, work));
             dH = k[1] - k[0] - o.beta / 3.0 * 6.0 * sites * (plaq - plaq_prev);
         }
         plaq_prev = plaq;
         double dt = MPI_Wtime() - t0;
+        if (o.alone) { /* outside the timing: the slowest rank's time and deviation; every
+                        * rank then starts the next trajectory together */
+            double mine[2] = { dt, dev }, most[2];
+            MPI_Allreduce(mine, most, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            dt = most[0], dev = most[1];
+        }
         if (traj > 0) {
             t_loop += dt;
             traj_s[traj - 1] = dt;

@@ -1,29 +1,9 @@
 """The README's promise: the leapfrog conserves H = -sum Tr P^2 + S up to O(epsilon^2), so at a
 fixed trajectory length the energy violation |dH| of each trajectory falls about 4x when the
 step size halves. Runs su3_rmd on 1 rank (an MPI singleton, no launcher).
-Run: python3 -m pytest -q apps/su3_rmd/test_energy.py"""
+Run: python3 -m pytest -q apps/su3_rmd/test_energy.py (the build: conftest.py)"""
 import json
-import shutil
 import subprocess
-from pathlib import Path
-
-import pytest
-
-HERE = Path(__file__).resolve().parent
-CC = shutil.which('mpicc.mpich') or shutil.which('mpicc')
-
-
-@pytest.fixture(scope='module')
-def su3(tmp_path_factory):
-    if not CC:
-        pytest.skip('no MPI compiler wrapper (mpicc.mpich or mpicc)')
-    apps = tmp_path_factory.mktemp('apps')
-    for d in ('su3_rmd', 'common'):       # a copy: the checkout gets no build products
-        shutil.copytree(HERE.parent / d, apps / d)
-    subprocess.run(['make', '-s', '-C', str(apps / 'su3_rmd'), f'CC={CC}'], check=True,
-                   capture_output=True)
-    return apps / 'su3_rmd' / 'su3_rmd'
-
 
 def energy_violations(exe, eps, steps):
     out = subprocess.run([str(exe), '--lattice', '4x4x4x8', '--trajectories', '3', '--seed', '7',

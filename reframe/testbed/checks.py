@@ -548,5 +548,7 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
     @staticmethod
     def portable_variable(name):
         """Ratios to a same-job baseline: p2p time over the shared-memory floor or memcpy,
-        HPL over single-core DGEMM, su3 over its single-rank run."""
-        return name.startswith(('time_over_', 'efficiency_')) or name == 'speedup'
+        HPL over the DGEMM capacity of its cores, su3 over its single-rank run (alone, or
+        with every core busy)."""
+        return name.startswith(('time_over_', 'efficiency_')) or name in ('speedup',
+                                                                          'speedup_busy')

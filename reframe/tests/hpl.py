@@ -3,12 +3,14 @@
 One build per stack (fixture, scope 'environment'). One run per process grid; each run solves
 every N of its list in one HPL.dat written from the test's parameters (thesis Appendix A values
 for the rest). A run counts only with PASSED on every residual check and '0 tests completed and
-failed residual checks'. Perf: Gflop/s and seconds per N from the W[RC].. lines, the
-single-core DGEMM rate of the same OpenBLAS measured in the same job (apps/hpl/dgemm_rate.c),
-and per N the efficiency HPL Gflop/s / (ranks x DGEMM Gflop/s): a ratio, which travels between
-machines where Gflop/s does not. Placement: when the ranks fit the cores, each ran on its own
-CPU and did not move (xhpl_main.c's HPL-RUN/HPL-END records). A grid with more ranks than cores
-is reported, never asserted as performance: it carries no reference.
+failed residual checks'. Perf: Gflop/s and seconds per N from the W[RC].. lines, the DGEMM
+capacity of the cores the grid uses, measured with the same OpenBLAS in the same job just
+before and just after xhpl, one DGEMM per core at once (apps/hpl/dgemm_rate.c), and per N the
+efficiency HPL Gflop/s / the larger of the two capacities: a ratio, which travels between
+machines where Gflop/s does not, and holds when another tenant takes part of a core (the
+baseline loses the same share of it). Placement: when the ranks fit the cores, each ran on its
+own CPU and did not move (xhpl_main.c's HPL-RUN/HPL-END records). A grid with more ranks than
+cores is reported, never asserted as performance: it carries no reference.
 """
 import os
 import shlex
@@ -78,7 +80,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     nb = variable(int, value=150)
     #: HPL's residual threshold (16.0); a tiny value is the test-only way to make checks fail
     threshold = variable(float, value=16.0)
-    #: the DGEMM baseline: matrix order and timed repetitions (the best one counts)
+    #: the DGEMM baseline: matrix order and timed repetitions (their median counts)
     dgemm_n = variable(int, value=1500)
     dgemm_reps = variable(int, value=5)
     #: more ranks than cores: ranks take turns on the cores, so figures are reported only
@@ -117,21 +119,41 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             self.reference = {}
         self.fit_to_nodes()     # on a cluster: the grid's ranks over the nodes
 
+    @property
+    def baseline_cpus(self):
+        """Cores the baseline keeps busy at once: this node's ranks, at most its CPUs."""
+        return min(self.num_tasks_per_node or self.num_tasks, os.cpu_count() or 1)
+
     @run_before('performance')
     def define_perf(self):
         # Cores that can run at once: an oversubscribed grid gets no more than the machine.
         cores = min(self.num_tasks, os.cpu_count() or 1)
-        dgemm = self._dgemm()
+        dgemm = self._dgemm_per_core()
         set_perf_variables(self, {f'gflops_N{n}': ('Gflop/s', self._field(n, 'gflops'))
                                   for n in self.ns} |
                            {f'time_N{n}': ('s', self._field(n, 'time_s')) for n in self.ns} |
-                           {'dgemm_gflops': ('Gflop/s', dgemm)} |
+                           {'dgemm_gflops': ('Gflop/s', dgemm),
+                            'dgemm_after_over_before': ('ratio', self._dgemm_drift())} |
                            {f'efficiency_N{n}': ('ratio', self._field(n, 'gflops') /
                                                  (cores * dgemm)) for n in self.ns})
 
+    def _capacity(self, name):
+        return records(os.path.join(self.stagedir, name), 'DGEMM-RATE')[0]['capacity_gflops']
+
     @sn.deferrable
-    def _dgemm(self):
-        return records(os.path.join(self.stagedir, 'dgemm.out'), 'DGEMM-RATE')[0]['gflops']
+    def _dgemm_per_core(self):
+        """A core's DGEMM rate with every core of the node's ranks busy (the slowest core's
+        pace): the larger of the measurements before and after xhpl. A load that lasts
+        through the run (another tenant for a minute) lowers both; one that touches a single
+        measurement (seen once: the capacity after a LAM run 0.68x the one before it, in a
+        run where HPL itself was not slower) is not the machine HPL ran on."""
+        before, after = self._capacity('dgemm.out'), self._capacity('dgemm_after.out')
+        return max(before, after) / self.baseline_cpus
+
+    @sn.deferrable
+    def _dgemm_drift(self):
+        """After over before: far from 1, the machine changed state while HPL ran."""
+        return self._capacity('dgemm_after.out') / self._capacity('dgemm.out')
 
     @run_before('run')
     def write_input(self):
@@ -148,12 +170,18 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         reg, stack = stack_of(self)
         if stack.self_bind:         # the launcher cannot bind (LAM): ranks pin themselves
             self.executable_opts = ['--bind-self']
-        # The DGEMM baseline runs first, alone, in this job (after StackLaunch's daemon boot:
-        # a base class's hooks run first).
-        dgemm = in_job_as_account(self, reg) + [self.build.dgemm_rate, '--n', str(self.dgemm_n),
-                                        '--reps', str(self.dgemm_reps)]
-        self.prerun_cmds.append(f'{registry.shell_join(dgemm)} > dgemm.out 2> dgemm.err')
-        self.keep_files = ['dgemm.out']
+        # The DGEMM baseline runs in this job right before xhpl (after StackLaunch's daemon
+        # boot: a base class's hooks run first) and right after it, before anything else the
+        # job does afterwards; the line after keeps the launch's exit code for what follows
+        # ($? of a subshell's exit), the code ReFrame and TESTBED-EXIT report.
+        dgemm = registry.shell_join(
+            in_job_as_account(self, reg) + [self.build.dgemm_rate, '--n', str(self.dgemm_n),
+                                            '--reps', str(self.dgemm_reps),
+                                            '--cpus', str(self.baseline_cpus)])
+        self.prerun_cmds.append(f'{dgemm} > dgemm.out 2> dgemm.err')
+        self.postrun_cmds.insert(0, f'tb_launch_rc=$?; {dgemm} > dgemm_after.out '
+                                    f'2>> dgemm.err; (exit $tb_launch_rc)')
+        self.keep_files = ['dgemm.out', 'dgemm_after.out']
 
     def _output(self):
         with open(os.path.join(self.stagedir, self.stdout.evaluate())) as fh:
@@ -174,7 +202,11 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             sn.assert_true(self._complete(), msg='not every N of HPL.dat has a PASSED result'),
             sn.assert_found(r'^HPL-END \{', self.stdout, msg='no HPL-END record'),
             sn.assert_found(r'^DGEMM-RATE \{', 'dgemm.out',
-                            msg='the DGEMM baseline printed no record (see dgemm.err)'),
+                            msg='the DGEMM baseline before xhpl printed no record '
+                                '(see dgemm.err)'),
+            sn.assert_found(r'^DGEMM-RATE \{', 'dgemm_after.out',
+                            msg='the DGEMM baseline after xhpl printed no record '
+                                '(see dgemm.err)'),
             sn.assert_eq(self._placement(), True, msg='{0}'),
         ])
 

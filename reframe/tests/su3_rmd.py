@@ -7,9 +7,13 @@ Sanity is physics: a cold start measures plaquette 3.0 exactly, every link stays
 own CPU and did not move (self-bound stacks: rank r on the r-th allowed CPU). Perf: seconds per
 trajectory, Gflop/s, the share of wall time spent inside MPI calls (the thesis's Table 8), and
 the speedup over a 1-rank run of the same case in the same job (lower quartile of the seconds
-per trajectory over lower quartile, Su3Run.speedup; a ratio: it travels between machines, the
-absolute figures do not). A run with more ranks than cores is reported, never
-asserted as performance: it carries no reference.
+per trajectory over lower quartile, Su3Run.speedup, reported) and the speedup over the 1-rank
+time with every core of the run busy (Su3Run.speedup_busy, asserted: su3_rmd --alone on as many
+ranks just before and just after the run, the faster of the two, each rank evolving the whole
+lattice by itself; when another tenant takes part of a core, that baseline slows as the run
+does, where the 1-rank run alone does not). Ratios travel between machines, the absolute
+figures do not. A run with more ranks than cores is reported, never asserted as performance:
+it carries no reference.
 """
 import json
 import os
@@ -108,7 +112,7 @@ class Su3Run(Su3Base):
 
     def perf_variable_names(self):
         """What ReferenceLookup looks up: nothing for a run that is only reported."""
-        return ['s_per_traj', 'gflops', 'comm_share', 'speedup'] \
+        return ['s_per_traj', 'gflops', 'comm_share', 'speedup_busy'] \
             if getattr(self, 'assert_performance', True) else []
 
     @run_before('run')
@@ -116,9 +120,27 @@ class Su3Run(Su3Base):
         self.executable = self.build.executable_path
         self.executable_opts = su3_options(self) + (['--corrupt-link'] if self.corrupt_link
                                                     else [])
-        # The baseline of `speedup`: the same case on 1 rank, in this job, first.
+        # The baseline of `speedup`: the same case on 1 rank, in this job, first. That of
+        # `speedup_busy`: the whole lattice on each of the run's ranks at once (--alone), just
+        # before the run and just after it, before anything else the job does then; the line
+        # after keeps the run's exit code ($? of a subshell's exit) for ReFrame and TESTBED-EXIT.
+        # Not for a run with more ranks than cores: nothing of it is asserted.
         self.prerun_cmds.append(launch_line(self, 1, su3_options(self), 'np1'))
         self.keep_files = ['np1.out', 'np1.err']
+        if self.oversubscribed:
+            return
+        alone = su3_options(self) + ['--alone']
+        self.prerun_cmds.append(launch_line(self, self.ranks, alone, 'alone'))
+        self.postrun_cmds.insert(0, f'tb_launch_rc=$?; '
+                                    f'{launch_line(self, self.ranks, alone, "alone_after")}; '
+                                    f'(exit $tb_launch_rc)')
+        self.keep_files += [f'{name}.{ext}' for name in ('alone', 'alone_after')
+                            for ext in ('out', 'err')]
+
+    @run_before('performance')
+    def drop_busy_speedup(self):
+        if self.oversubscribed:     # no --alone baseline ran
+            self.perf_variables.pop('speedup_busy', None)
 
     @sanity_function
     def validate(self):
@@ -130,6 +152,7 @@ class Su3Run(Su3Base):
             sn.assert_found(r'^SU3-END \{', self.stdout, msg='no SU3-END record: run cut short'),
             sn.assert_found(r'^SU3-END \{', 'np1.out',
                             msg='the 1-rank baseline run has no SU3-END record (see np1.err)'),
+            sn.assert_eq(self._alone_same(), True, msg='{0}'),
             sn.assert_eq(self._physics(), True, msg='{0}'),
             sn.assert_eq(self._placement(), True, msg='{0}'),
         ])
@@ -141,6 +164,24 @@ class Su3Run(Su3Base):
         out = os.path.join(self.stagedir, self.stdout.evaluate())
         return placement_problem(records(out, 'SU3-RUN')[0], records(out, 'SU3-END')[0],
                                  stack_of(self)[1].self_bind) or True
+
+    @sn.deferrable
+    def _alone_same(self):
+        """The --alone runs (none with more ranks than cores) ended and evolved the 1-rank
+        run's lattice: the same plaquettes (the same seed and lattice on one rank), so the
+        baseline did the same work."""
+        if self.oversubscribed:
+            return True
+        one = [t['plaquette'] for t in self.trajs('np1.out')]
+        for name in ('alone.out', 'alone_after.out'):
+            path = os.path.join(self.stagedir, name)
+            if not os.path.exists(path) or not records(path, 'SU3-END'):
+                return f'the --alone run has no SU3-END record in {name} (see the .err file)'
+            got = [t['plaquette'] for t in self.trajs(name)]
+            if len(got) != len(one) or any(abs(a - b) > 1e-10 * abs(a) for a, b in zip(one, got)):
+                return f'{name}: plaquettes differ from the 1-rank run ({got[:3]} against ' \
+                    f'{one[:3]}...)'
+        return True
 
     @sn.deferrable
     def _physics(self):
@@ -189,6 +230,17 @@ class Su3Run(Su3Base):
         rest, interleaved over the whole second of the run, and the median-based speedup fell
         to 1.64 (its reference 1.95); the lower quartiles give 1.87."""
         return sn.defer(lower_quartile(self.trajs('np1.out')) / lower_quartile(self.trajs()))
+
+    @performance_function('ratio')
+    def speedup_busy(self):
+        """The 1-rank seconds per trajectory with every core of the run busy (--alone: each
+        trajectory's seconds are its slowest rank's), the faster of the runs before and after,
+        over this run's; lower quartiles as in `speedup`. A tenant that takes part of one core
+        through the run slows the run and both baselines alike, and leaves the ratio; a load
+        that touches one baseline only was not on the machine the run had (as in HplRun)."""
+        busy = min(lower_quartile(self.trajs('alone.out')),
+                   lower_quartile(self.trajs('alone_after.out')))
+        return sn.defer(busy / lower_quartile(self.trajs()))
 
 
 @rfm.simple_test
