@@ -173,16 +173,18 @@ def in_job_as_account(test, reg):
     return drop_privileges(reg)
 
 
-def extra_launch(test, ntasks):
+def extra_launch(test, ntasks, over_the_nodes=False):
     """The argv that starts `ntasks` more ranks of the test's stack from its job script, the
     way its main launch goes on the test's partition (a baseline run in the same job, e.g.
     su3_rmd's 1-rank run): locally the stack's own launcher as the job account; on a Slurm
-    partition srun with the stack's PMI on the job's first node, or the fallback."""
+    partition srun with the stack's PMI on the job's first node (over the job's nodes as the
+    main launch places its ranks, with `over_the_nodes`), or the fallback (over the nodes)."""
     reg, stack = stack_of(test)
     if test.current_partition.launcher_type.registered_name != 'srun':
         return drop_privileges(reg) + stack.launch_command(ntasks, test.knobs)
     if stack.srun_mpi:
-        return ['srun', f'--mpi={stack.srun_mpi}', '-N', '1', '-n', str(ntasks)]
+        return ['srun', f'--mpi={stack.srun_mpi}'] + ([] if over_the_nodes else ['-N', '1']) \
+            + ['-n', str(ntasks)]
     return fallback_launch(test, reg, stack, ntasks)
 
 

@@ -56,11 +56,12 @@ def su3_options(test):
     return opts
 
 
-def launch_line(test, ntasks, opts, out):
+def launch_line(test, ntasks, opts, out, over_the_nodes=False):
     """A job-script line that runs su3_rmd on `ntasks` ranks the way the stack launches on the
-    test's partition, as the job account, output to `out`.out/.err. For prerun commands: they
-    come after StackLaunch's daemon boot, whose hook (a base class's) runs first."""
-    argv = extra_launch(test, ntasks) + [test.build.executable_path, *opts]
+    test's partition, as the job account, output to `out`.out/.err (`over_the_nodes`: placed
+    as the test's own ranks, extra_launch). For prerun commands: they come after StackLaunch's
+    daemon boot, whose hook (a base class's) runs first."""
+    argv = extra_launch(test, ntasks, over_the_nodes) + [test.build.executable_path, *opts]
     return f'{registry.shell_join(argv)} > {out}.out 2> {out}.err'
 
 
@@ -129,11 +130,11 @@ class Su3Run(Su3Base):
         self.keep_files = ['np1.out', 'np1.err']
         if self.oversubscribed:
             return
+        # The --alone ranks sit where the run's do (on a cluster, spread over its nodes).
         alone = su3_options(self) + ['--alone']
-        self.prerun_cmds.append(launch_line(self, self.ranks, alone, 'alone'))
-        self.postrun_cmds.insert(0, f'tb_launch_rc=$?; '
-                                    f'{launch_line(self, self.ranks, alone, "alone_after")}; '
-                                    f'(exit $tb_launch_rc)')
+        self.prerun_cmds.append(launch_line(self, self.ranks, alone, 'alone', True))
+        after = launch_line(self, self.ranks, alone, 'alone_after', True)
+        self.postrun_cmds.insert(0, f'tb_launch_rc=$?; {after}; (exit $tb_launch_rc)')
         self.keep_files += [f'{name}.{ext}' for name in ('alone', 'alone_after')
                             for ext in ('out', 'err')]
 
