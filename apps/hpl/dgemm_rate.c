@@ -12,11 +12,13 @@
  * repetition starts on all K at once (a barrier in shared memory), so the K DGEMMs share the
  * machine as HPL's K ranks do. Prints one record:
  *   DGEMM-RATE {"n":N,"reps":R,"cpus":[..],"cpu_gflops":[..],"capacity_gflops":..,
- *               "best_gflops":..,"check":..}
+ *               "best_gflops":..,"check":..,"blas_core":".."}
  * cpu_gflops: each CPU's median repetition (2 N^3 / s / 1e9). capacity_gflops: the median
  * over the repetitions of K x the slowest CPU's rate in that repetition, because HPL's ranks
  * wait for the slowest (a grid runs at the pace of its slowest core). best_gflops: the fastest
- * single repetition of CPU 0 (the baseline of earlier versions). Not an MPI program.
+ * single repetition of CPU 0 (the baseline of earlier versions). blas_core: the kernel set
+ * OpenBLAS chose (OPENBLAS_CORETYPE forces one), "unknown" from another BLAS. Not an MPI
+ * program.
  * Build: build.sh links it with xhpl's OpenBLAS.
  */
 #define _GNU_SOURCE /* sched_setaffinity, sched_getcpu */
@@ -30,6 +32,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* OpenBLAS's own: declared weak, so that another BLAS still links (and says "unknown"). */
+extern char *openblas_get_corename(void) __attribute__((weak));
 
 #define MAX_CPUS 256
 #define MAX_REPS 1000
@@ -198,7 +203,9 @@ int main(int argc, char **argv)
         memcpy(tmp, sh->seconds + i * reps, sizeof(double) * reps);
         printf("%s%.4f", i ? "," : "", flop / median(tmp, reps) * 1e-9);
     }
-    printf("],\"capacity_gflops\":%.4f,\"best_gflops\":%.4f,\"check\":%.6g}\n",
-           median(pace, reps), flop / best * 1e-9, sh->check);
+    const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
+    printf("],\"capacity_gflops\":%.4f,\"best_gflops\":%.4f,\"check\":%.6g,"
+           "\"blas_core\":\"%s\"}\n", median(pace, reps), flop / best * 1e-9, sh->check,
+           core && !strpbrk(core, "\"\\") ? core : "unknown");
     return 0;
 }

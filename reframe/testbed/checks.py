@@ -322,6 +322,12 @@ class StackLaunch(rfm.RegressionTestPlugin):
             boot, halt = shlex.join(stack.boot), shlex.join(stack.halt)
             wipe = f' || {run} {shlex.join(stack.wipe)} >> daemon-halt.log 2>&1' \
                 if stack.wipe else ''
+            if launcher == 'local':
+                # First: the job's shell becomes the reaper of the daemons it boots, so that
+                # their halt does not wait on PID 1 (testbed/subreaper.py says why).
+                self.prerun_cmds.insert(0, '[ -n "${TESTBED_SUBREAPER:-}" ] || exec python3 '
+                                        + shlex.quote(str(Path(__file__).resolve().with_name(
+                                            'subreaper.py'))) + ' "$0"')
             # Daemon output goes to files: a daemon holding a pipe open hangs its reader.
             self.prerun_cmds += [
                 f'trap "{run} {halt} > daemon-halt.log 2>&1{wipe}" EXIT',

@@ -83,6 +83,11 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     #: the DGEMM baseline: matrix order and timed repetitions (their median counts)
     dgemm_n = variable(int, value=1500)
     dgemm_reps = variable(int, value=5)
+    #: OpenBLAS's kernel set (OPENBLAS_CORETYPE) for xhpl and its baseline, the same on every
+    #: machine that can run it (x86-64 with AVX2 and FMA), because HPL's efficiency depends on
+    #: it (docs/applications.md); '' leaves the choice to OpenBLAS and the environment. The
+    #: DGEMM record's blas_core says which ran.
+    blas_coretype = variable(str, value='Haswell')
     #: more ranks than cores: ranks take turns on the cores, so figures are reported only
     oversubscribed = variable(bool, value=False)
     valid_systems = ['*']
@@ -167,6 +172,8 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             raise ReframeError(f'HPL.dat: {err}') from None
         self.executable = self.build.xhpl
         self.env_vars['OPENBLAS_NUM_THREADS'] = '1'
+        if self.forced_blas_core:
+            self.env_vars['OPENBLAS_CORETYPE'] = shlex.quote(self.forced_blas_core)
         reg, stack = stack_of(self)
         if stack.self_bind:         # the launcher cannot bind (LAM): ranks pin themselves
             self.executable_opts = ['--bind-self']
@@ -182,6 +189,32 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         self.postrun_cmds.insert(0, f'tb_launch_rc=$?; {dgemm} > dgemm_after.out '
                                     f'2>> dgemm.err; (exit $tb_launch_rc)')
         self.keep_files = ['dgemm.out', 'dgemm_after.out']
+
+    @property
+    def forced_blas_core(self):
+        """blas_coretype where this machine can run it: Haswell's kernels need AVX2 and FMA."""
+        if self.blas_coretype.lower() != 'haswell':
+            return self.blas_coretype
+        try:
+            with open('/proc/cpuinfo') as fh:
+                flags = next((ln.split(':', 1)[1].split() for ln in fh
+                              if ln.startswith('flags')), [])
+        except OSError:
+            flags = []
+        return self.blas_coretype if {'avx2', 'fma'} <= set(flags) else ''
+
+    @sn.deferrable
+    def _blas_core(self):
+        """The kernels that ran are the ones asked for (the baseline's record says)."""
+        want = self.forced_blas_core
+        for name in ('dgemm.out', 'dgemm_after.out'):
+            recs = records(os.path.join(self.stagedir, name), 'DGEMM-RATE')
+            if not recs:
+                return f'{name}: no DGEMM-RATE record (see dgemm.err)'
+            got = recs[0].get('blas_core')
+            if want and str(got).lower() != want.lower():
+                return f'{name}: OpenBLAS ran its {got} kernels, not {want} (blas_coretype)'
+        return True
 
     def _output(self):
         with open(os.path.join(self.stagedir, self.stdout.evaluate())) as fh:
@@ -208,6 +241,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                             msg='the DGEMM baseline after xhpl printed no record '
                                 '(see dgemm.err)'),
             sn.assert_eq(self._placement(), True, msg='{0}'),
+            sn.assert_eq(self._blas_core(), True, msg='{0}'),
         ])
 
     def _records(self, tag):
