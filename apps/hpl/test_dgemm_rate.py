@@ -49,6 +49,7 @@ def test_two_cpus_one_process_each_and_capacity_from_their_rates(dgemm_rate):
     once = record(run(dgemm_rate, '--n', '200', '--reps', '1'))
     assert rec['check'] == pytest.approx(2 * once['check'], rel=1e-5)
 
+
 def test_one_cpu_is_the_first_allowed(dgemm_rate):
     cpu = str(sorted(os.sched_getaffinity(0))[-1])
     rec = record(run(dgemm_rate, '--n', '100', '--reps', '1', cpus=cpu))

@@ -196,6 +196,13 @@ def partition_knobs(test, stack):
             if k in stack.knobs}
 
 
+def after_launch(test, line):
+    """Run job-script `line` right after the test's launch, before anything else the job does
+    then, keeping the launch's exit code ($? of a subshell's exit) for what follows: the code
+    ReFrame and TESTBED-EXIT report. For a baseline measured before and after the run."""
+    test.postrun_cmds.insert(0, f'tb_launch_rc=$?; {line}; (exit $tb_launch_rc)')
+
+
 def one_task_on_each_node(test):
     """On a partition of several nodes (extras 'nodes'), a job of one task on each: a driver
     on the first node starts the ranks over all of them itself; call after setup."""

@@ -30,10 +30,14 @@ def _cpuinfo_field(name):
     return ''
 
 
+def cpu_flags():
+    """The CPU's feature flags (/proc/cpuinfo), empty where it lists none."""
+    return set(_cpuinfo_field('flags').split())
+
+
 def _virtualised():
     """The hypervisor's name if the CPU says it runs under one, else ''."""
-    flags = _cpuinfo_field('flags').split()
-    if 'hypervisor' not in flags:
+    if 'hypervisor' not in cpu_flags():
         return ''
     vendor = _read('/sys/hypervisor/type').strip() or _read('/sys/class/dmi/id/sys_vendor').strip()
     return vendor or 'yes'

@@ -24,10 +24,10 @@ from reframe.core.builtins import fixture, parameter, run_after, run_before, san
 from reframe.core.exceptions import BuildError, ReframeError
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed import registry  # noqa: E402
+from testbed import machine, registry  # noqa: E402
 from testbed.binding import placement_problem  # noqa: E402
-from testbed.checks import (APPS, ReferenceLookup, StackLaunch, in_job_as_account,  # noqa: E402
-                            install_failure, records, stack_of)
+from testbed.checks import (APPS, ReferenceLookup, StackLaunch, after_launch,  # noqa: E402
+                            in_job_as_account, install_failure, records, stack_of)
 from testbed.perf import lookup, set_perf_variables  # noqa: E402
 
 sys.path.insert(0, str(APPS / 'hpl'))
@@ -142,8 +142,14 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                            {f'efficiency_N{n}': ('ratio', self._field(n, 'gflops') /
                                                  (cores * dgemm)) for n in self.ns})
 
+    def _baseline(self, name):
+        """The DGEMM-RATE record in `name` (dgemm.out: before xhpl, dgemm_after.out: after),
+        None if it printed none."""
+        recs = records(os.path.join(self.stagedir, name), 'DGEMM-RATE')
+        return recs[0] if recs else None
+
     def _capacity(self, name):
-        return records(os.path.join(self.stagedir, name), 'DGEMM-RATE')[0]['capacity_gflops']
+        return self._baseline(name)['capacity_gflops']
 
     @sn.deferrable
     def _dgemm_per_core(self):
@@ -178,16 +184,13 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         if stack.self_bind:         # the launcher cannot bind (LAM): ranks pin themselves
             self.executable_opts = ['--bind-self']
         # The DGEMM baseline runs in this job right before xhpl (after StackLaunch's daemon
-        # boot: a base class's hooks run first) and right after it, before anything else the
-        # job does afterwards; the line after keeps the launch's exit code for what follows
-        # ($? of a subshell's exit), the code ReFrame and TESTBED-EXIT report.
+        # boot: a base class's hooks run first) and right after it.
         dgemm = registry.shell_join(
             in_job_as_account(self, reg) + [self.build.dgemm_rate, '--n', str(self.dgemm_n),
                                             '--reps', str(self.dgemm_reps),
                                             '--cpus', str(self.baseline_cpus)])
         self.prerun_cmds.append(f'{dgemm} > dgemm.out 2> dgemm.err')
-        self.postrun_cmds.insert(0, f'tb_launch_rc=$?; {dgemm} > dgemm_after.out '
-                                    f'2>> dgemm.err; (exit $tb_launch_rc)')
+        after_launch(self, f'{dgemm} > dgemm_after.out 2>> dgemm.err')
         self.keep_files = ['dgemm.out', 'dgemm_after.out']
 
     @property
@@ -195,23 +198,17 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         """blas_coretype where this machine can run it: Haswell's kernels need AVX2 and FMA."""
         if self.blas_coretype.lower() != 'haswell':
             return self.blas_coretype
-        try:
-            with open('/proc/cpuinfo') as fh:
-                flags = next((ln.split(':', 1)[1].split() for ln in fh
-                              if ln.startswith('flags')), [])
-        except OSError:
-            flags = []
-        return self.blas_coretype if {'avx2', 'fma'} <= set(flags) else ''
+        return self.blas_coretype if {'avx2', 'fma'} <= machine.cpu_flags() else ''
 
     @sn.deferrable
     def _blas_core(self):
         """The kernels that ran are the ones asked for (the baseline's record says)."""
         want = self.forced_blas_core
         for name in ('dgemm.out', 'dgemm_after.out'):
-            recs = records(os.path.join(self.stagedir, name), 'DGEMM-RATE')
-            if not recs:
+            rec = self._baseline(name)
+            if rec is None:
                 return f'{name}: no DGEMM-RATE record (see dgemm.err)'
-            got = recs[0].get('blas_core')
+            got = rec.get('blas_core')
             if want and str(got).lower() != want.lower():
                 return f'{name}: OpenBLAS ran its {got} kernels, not {want} (blas_coretype)'
         return True

@@ -29,10 +29,19 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed import registry  # noqa: E402
 from testbed.binding import placement_problem  # noqa: E402
-from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, extra_launch,  # noqa
-                            records, stack_of)
+from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, after_launch,  # noqa
+                            extra_launch, records, stack_of)
 
 UNITARITY = 1e-10
+#: plaquettes of the same seed and lattice agree to this, relative, whatever the ranks
+SAME_PLAQUETTE = 1e-10
+
+
+def plaquette_difference(ref, got):
+    """The first pair (ref, got) of plaquettes that differ by more than SAME_PLAQUETTE
+    relative, None if all agree (compared over the shorter list)."""
+    return next(((a, b) for a, b in zip(ref, got) if abs(a - b) > SAME_PLAQUETTE * abs(a)),
+                None)
 
 
 def lower_quartile(trajs):
@@ -124,8 +133,7 @@ class Su3Run(Su3Base):
                                                     else [])
         # The baseline of `speedup`: the same case on 1 rank, in this job, first. That of
         # `speedup_busy`: the whole lattice on each of the run's ranks at once (--alone), just
-        # before the run and just after it, before anything else the job does then; the line
-        # after keeps the run's exit code ($? of a subshell's exit) for ReFrame and TESTBED-EXIT.
+        # before the run and just after it (after_launch).
         # Only where speedup_busy is asserted (not with more ranks than cores, nor in the
         # README's quick pass, which reports su3): two launches of the ranks cost time.
         self.prerun_cmds.append(launch_line(self, 1, su3_options(self), 'np1'))
@@ -135,8 +143,7 @@ class Su3Run(Su3Base):
         # The --alone ranks sit where the run's do (on a cluster, spread over its nodes).
         alone = su3_options(self) + ['--alone']
         self.prerun_cmds.append(launch_line(self, self.ranks, alone, 'alone', True))
-        after = launch_line(self, self.ranks, alone, 'alone_after', True)
-        self.postrun_cmds.insert(0, f'tb_launch_rc=$?; {after}; (exit $tb_launch_rc)')
+        after_launch(self, launch_line(self, self.ranks, alone, 'alone_after', True))
         self.keep_files += [f'{name}.{ext}' for name in ('alone', 'alone_after')
                             for ext in ('out', 'err')]
 
@@ -186,7 +193,7 @@ class Su3Run(Su3Base):
             if not os.path.exists(path) or not records(path, 'SU3-END'):
                 return f'the --alone run has no SU3-END record in {name} (see the .err file)'
             got = [t['plaquette'] for t in self.trajs(name)]
-            if len(got) != len(one) or any(abs(a - b) > 1e-10 * abs(a) for a, b in zip(one, got)):
+            if len(got) != len(one) or plaquette_difference(one, got):
                 return f'{name}: plaquettes differ from the 1-rank run ({got[:3]} against ' \
                     f'{one[:3]}...)'
         return True
@@ -288,9 +295,9 @@ class Su3RankInvariance(Su3Base):
             return f'plaquette counts differ from {self.trajectories + 1}: ' + \
                 str({n: len(p) for n, p in runs.items()})
         for n in (2, 4):
-            for a, b in zip(runs[1], runs[n]):
-                if abs(a - b) > 1e-10 * abs(a):
-                    return f'plaquette {b!r} on {n} ranks differs from {a!r} on 1 rank'
+            pair = plaquette_difference(runs[1], runs[n])
+            if pair:
+                return f'plaquette {pair[1]!r} on {n} ranks differs from {pair[0]!r} on 1 rank'
         return True
 
     def perf_variable_names(self):
