@@ -5,7 +5,11 @@
 # of the project), with a fresh clone of this repository's HEAD inside, then `CI=true bash
 # .ci/run`, which runs `make test`: set-up from nothing (Debian packages, venvs, the two source
 # builds, HPL), pytest, the quick pass, the emulated cluster. RUNS containers, one after the
-# other, each new; nothing is kept between them but the logs, in $TESTBED_FRESH_DIR.
+# other, each new; nothing is kept between them but the logs and the run reports, in
+# $TESTBED_FRESH_DIR (run-<stamp>-<i>.log, run-<stamp>-<i>/reports/), so that a figure of any run
+# can be traced and the spread over the runs read with the project's own tool:
+#   make spread REPORTS="$(ls -d /var/tmp/mpi-testbed-fresh/run-*/reports/last-quick.json)"
+# A failed run also keeps its jobs' output and scripts.
 #
 # Why privileged and on the host's network: the set-up installs packages from the registries
 # (apt, PyPI: the host network, no bridge is set up here), starts munge and Slurm, and the
@@ -57,7 +61,7 @@ for i in $(seq 1 "$runs"); do
   name=mpi-testbed-fresh-$$-$i
   stamp=$(date -u +%Y%m%dT%H%M%S)
   log="$out/run-$stamp-$i.log"
-  keep="$out/run-$stamp-$i"        # a failed run's reports and job logs, before --rm drops them
+  keep="$out/run-$stamp-$i"        # the reports (and a failed run's job logs), before --rm drops them
   mkdir -p "$keep"
   echo "== fresh machine $i of $runs: container $name, log $log"
   t0=$(date +%s)
@@ -68,15 +72,16 @@ for i in $(seq 1 "$runs"); do
                git clone -q /src /root/mpi-testbed && cd /root/mpi-testbed &&
                echo "clone of $(git rev-parse --short HEAD)" || exit 1
                bash .ci/run; rc=$?
-               [ $rc -eq 0 ] || { cp -a reframe/reports /keep/ 2>/dev/null
-                 find /var/tmp/mpi-testbed-root/stage reframe/output \( -name "*.out" -o \
+               cp -a reframe/reports /keep/ 2>/dev/null
+               [ $rc -eq 0 ] || { find /var/tmp/mpi-testbed-root/stage reframe/output \( -name "*.out" -o \
                    -name "*.err" -o -name "*.log" -o -name "rfm_job.sh" \) -size -2M \
                    -exec cp --parents {} /keep/ \; 2>/dev/null; }
                exit $rc' \
       > "$log" 2>&1
   rc=$?
   echo "   exit $rc in $(( $(date +%s) - t0 )) s; $(grep -E '^== (wall time|failed steps)' "$log" | tr '\n' ' ')"
-  if [ "$rc" -eq 0 ]; then rm -rf "$keep"; else status=1; echo "   reports and job logs: $keep"; fi
+  if [ "$rc" -eq 0 ]; then echo "   reports: $keep/reports"
+  else status=1; echo "   reports and job logs: $keep"; fi
   # The cluster's bridge and veths live in the host's network namespace (shared): a container
   # that died mid-run must not leave them there.
   leftover=$(ip -o link show 2>/dev/null | grep -c ': tbc-' || true)
