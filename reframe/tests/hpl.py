@@ -112,7 +112,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     def perf_variable_names(self):
         """What ReferenceLookup looks up: nothing for a run that is only reported."""
-        if not getattr(self, 'assert_performance', True):
+        if not self.assert_performance:
             return []
         return [f'{what}_N{n}' for n in self.ns for what in ('gflops', 'time', 'efficiency')] \
             + ['dgemm_gflops']
@@ -120,7 +120,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     @run_after('setup')
     def drop_references(self):
         # after ReferenceLookup.load_references (base-class hooks run first)
-        if not getattr(self, 'assert_performance', True):
+        if not self.assert_performance:
             self.reference = {}
         self.fit_to_nodes()     # on a cluster: the grid's ranks over the nodes
 

@@ -89,8 +89,8 @@ class Su3Base(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     oversubscribed = variable(bool, value=False)
 
     def mark_oversubscribed(self):
-        """Called once num_tasks is known. assert_performance (default True) is the attribute
-        ReferenceLookup honours; set, not declared here, so that it can declare it."""
+        """Called once num_tasks is known. assert_performance is ReferenceLookup's variable
+        (default True, -S can clear it); an oversubscribed run clears it."""
         self.oversubscribed = self.num_tasks > (os.cpu_count() or 1)
         if self.oversubscribed:
             self.assert_performance = False
@@ -98,7 +98,7 @@ class Su3Base(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     @run_after('setup')
     def drop_references(self):
         # after ReferenceLookup.load_references (base-class hooks run first)
-        if not getattr(self, 'assert_performance', True):
+        if not self.assert_performance:
             self.reference = {}
         self.fit_to_nodes()     # on a cluster: ranks over the nodes, messages between them
 
@@ -124,7 +124,7 @@ class Su3Run(Su3Base):
     def perf_variable_names(self):
         """What ReferenceLookup looks up: nothing for a run that is only reported."""
         return ['s_per_traj', 'gflops', 'comm_share', 'speedup_busy'] \
-            if getattr(self, 'assert_performance', True) else []
+            if self.assert_performance else []
 
     @run_before('run')
     def set_command(self):
@@ -149,8 +149,9 @@ class Su3Run(Su3Base):
 
     @property
     def busy_baseline(self):
-        """Whether the --alone baselines run: where speedup_busy is asserted."""
-        return getattr(self, 'assert_performance', True) and not self.oversubscribed
+        """Whether the --alone baselines run: where speedup_busy is asserted (never with more
+        ranks than cores: mark_oversubscribed clears assert_performance)."""
+        return self.assert_performance
 
     @run_before('performance')
     def drop_busy_speedup(self):
