@@ -1,4 +1,5 @@
 /* Domain decomposition, neighbour gathers and MPI call profiling. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include "lattice.h"
@@ -8,6 +9,34 @@ const char *prof_name[P_NCALLS] = {
     "MPI_Ssend", "MPI_Wait", "MPI_Waitall", "MPI_Allreduce", "MPI_Reduce" };
 double prof_sec[P_NCALLS];
 long prof_count[P_NCALLS];
+gather_log gather_logs[GATHER_SIZES];
+int gather_sizes, gather_log_full;
+
+static void log_gather(long bytes, double s)
+{
+    int k = 0;
+    while (k < gather_sizes && gather_logs[k].bytes != bytes)
+        k++;
+    if (k == GATHER_SIZES) {
+        gather_log_full = 1;
+        return;
+    }
+    gather_log *g = &gather_logs[k];
+    if (k == gather_sizes) {
+        *g = (gather_log){ .bytes = bytes };
+        gather_sizes++;
+    }
+    if (g->n == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 1024;
+        double *t = realloc(g->s, sizeof(double) * (size_t)cap);
+        if (!t) {
+            gather_log_full = 1;
+            return;
+        }
+        g->s = t, g->cap = cap;
+    }
+    g->s[g->n++] = s;
+}
 
 static const char dim_name[4] = { 'x', 'y', 'z', 't' };
 
@@ -154,6 +183,7 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv)
             lat->sendbuf[f * per + k] = field[(long)list[f] * per + k];
     MPI_Request req[2];
     MPI_Status st[2];
+    double t0 = mono_s();
     PROF(P_IRECV, MPI_Irecv(recv, count, MPI_DOUBLE, from, tag, MPI_COMM_WORLD, &req[0]));
     if (lat->comm == COMM_SSEND) {
         /* the 2002 MILC build: synchronous send against a pre-posted Irecv */
@@ -164,4 +194,5 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv)
                                 MPI_COMM_WORLD, &req[1]));
         PROF(P_WAITALL, MPI_Waitall(2, req, st));
     }
+    log_gather((long)count * (long)sizeof(double), mono_s() - t0);
 }

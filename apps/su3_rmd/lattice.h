@@ -2,6 +2,7 @@
 #ifndef LATTICE_H
 #define LATTICE_H
 
+#include <time.h>
 #include <mpi.h>
 #include "su3.h"
 
@@ -13,6 +14,28 @@ extern double prof_sec[P_NCALLS];
 extern long prof_count[P_NCALLS];
 #define PROF(id, call) do { double t0_ = MPI_Wtime(); call; \
         prof_sec[id] += MPI_Wtime() - t0_; prof_count[id]++; } while (0)
+
+/* A monotonic clock with ns resolution: a gather lasts microseconds, and LAM's MPI_Wtime
+ * counts whole microseconds. */
+static inline double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The seconds inside MPI of every gather (from its Irecv to its last Wait), one log per
+ * message size in the order the sizes first occur (every rank gathers the same sequence).
+ * Their lower quartile is the library's transfer time when both ranks arrive together; the
+ * rest also hold the wait for a late partner (SU3-GATHER in su3_rmd.c). */
+#define GATHER_SIZES 8
+typedef struct {
+    long bytes;
+    int n, cap;
+    double *s;
+} gather_log;
+extern gather_log gather_logs[GATHER_SIZES];
+extern int gather_sizes, gather_log_full; /* sizes seen; 1 if a time could not be kept */
 
 #define MAX_LOCAL_VOLUME (1 << 24)
 enum { PLUS = 0, MINUS = 1 };

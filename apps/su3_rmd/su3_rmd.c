@@ -383,6 +383,87 @@ static const char *num(double x, char *buf)
     return buf;
 }
 
+/* Lower quartile of v[0..n-1], interpolated between order statistics at (n - 1) / 4 (as
+ * Python's statistics.quantiles(method='inclusive')); sorts v. */
+static double lower_quartile(double *v, int n)
+{
+    if (n <= 0)
+        return 0.0;
+    tb_median(v, n); /* sorts */
+    double pos = 0.25 * (n - 1);
+    int i = (int)pos;
+    return i + 1 < n ? v[i] + (pos - i) * (v[i + 1] - v[i]) : v[i];
+}
+
+/* The same bytes copied by memcpy on this rank, warm (two buffers reused, as the gathers
+ * reuse theirs): the lower quartile over 101 samples of 16 copies, seconds per copy. The
+ * baseline of the test's gather_over_memcpy: what moving the bytes costs this core with no
+ * library in the way. -1 if the buffers cannot be had. */
+volatile unsigned char copy_sink; /* a byte of each copy goes here: no copy is dropped */
+
+static double memcpy_seconds(long bytes)
+{
+    enum { SAMPLES = 101, COPIES = 16 };
+    char *a = malloc((size_t)bytes), *b = malloc((size_t)bytes);
+    double t[SAMPLES], q = -1.0;
+    if (a && b) {
+        memset(a, 1, (size_t)bytes);
+        memset(b, 2, (size_t)bytes);
+        memcpy(b, a, (size_t)bytes); /* untimed: the first copy warms both buffers */
+        for (int k = 0; k < SAMPLES; k++) {
+            double t0 = mono_s();
+            for (int c = 0; c < COPIES; c++) {
+                memcpy(c % 2 ? a : b, c % 2 ? b : a, (size_t)bytes);
+                copy_sink = (unsigned char)(c % 2 ? a : b)[bytes / 2]; /* the copy is used */
+            }
+            t[k] = (mono_s() - t0) / COPIES;
+        }
+        q = lower_quartile(t, SAMPLES);
+    }
+    free(a);
+    free(b);
+    return q;
+}
+
+/* One SU3-GATHER record per message size on rank 0: the gathers' count, the lower quartile
+ * and median of their seconds inside MPI, and the memcpy baseline, each the largest over
+ * the ranks (the slowest rank sets the pace). Collective; nothing where no gather crossed
+ * ranks (one rank, --alone). Outside every timing. */
+static void report_gathers(void)
+{
+    int k_min, k_max, full;
+    MPI_Allreduce(&gather_sizes, &k_min, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&gather_sizes, &k_max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&gather_log_full, &full, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (k_min != k_max || full) {
+        if (rank == 0)
+            fprintf(stderr, "su3_rmd: gather times not reported: %s\n", full
+                    ? "a rank could not keep them all" : "ranks saw different message sizes");
+        return;
+    }
+    MPI_Barrier(MPI_COMM_WORLD); /* every rank copies at once, as every rank gathered */
+    for (int k = 0; k < k_min; k++) {
+        gather_log *g = &gather_logs[k];
+        double lq = lower_quartile(g->s, g->n), mine[4] = { lq, tb_median(g->s, g->n),
+            memcpy_seconds(g->bytes), (double)g->bytes }, most[4], least_bytes;
+        MPI_Reduce(mine, most, 4, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&mine[3], &least_bytes, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+        double least_copy; /* -1 on a rank without the buffers: no baseline */
+        MPI_Reduce(&mine[2], &least_copy, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+        char copy[32] = "null";
+        if (least_copy > 0.0)
+            snprintf(copy, sizeof copy, "%.9f", most[2]);
+        if (rank == 0 && least_bytes == most[3])
+            printf("SU3-GATHER {\"bytes\":%ld,\"gathers\":%d,\"lq_s\":%.9f,"
+                   "\"median_s\":%.9f,\"memcpy_lq_s\":%s}\n", g->bytes, g->n, most[0],
+                   most[1], copy);
+        else if (rank == 0)
+            fprintf(stderr, "su3_rmd: gather %d: ranks sent different sizes (%.0f, %.0f "
+                    "bytes); not reported\n", k, least_bytes, most[3]);
+        free(g->s);
+    }
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -526,6 +607,7 @@ int main(int argc, char **argv)
     }
     double wall = MPI_Wtime() - t_start, cpu = cpu_seconds() - cpu_start;
     tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus_end, sizeof cpus_end);
+    report_gathers();
 
     /* Totals over ranks; these reductions are outside the profile. */
     double mine[3] = { cpu, cpu, 0.0 }, tot[3], csum[P_NCALLS], smax[P_NCALLS],

@@ -12,11 +12,16 @@ time with every core of the run busy (Su3Run.speedup_busy, asserted where perfor
 in the README's quick pass, which reports su3 only): su3_rmd --alone on as many
 ranks just before and just after the run, the faster of the two, each rank evolving the whole
 lattice by itself; when another tenant takes part of a core, that baseline slows as the run
-does, where the 1-rank run alone does not). Ratios travel between machines, the absolute
+does, where the 1-rank run alone does not), and su3's own communication: its gathers' time
+inside MPI over memcpy of the same bytes (Su3Run.gather_over_memcpy, asserted with
+speedup_busy). Communication is 5-12 % of su3's time, so a 20 % slower MPI moves speedup_busy by
+1-3 %; it moves gather_over_memcpy by about as much as it slows the calls.
+Ratios travel between machines of a type, the absolute
 figures do not. A run with more ranks than cores is reported, never asserted as performance:
 it carries no reference.
 """
 import json
+import math
 import os
 import statistics
 import sys
@@ -42,6 +47,21 @@ def plaquette_difference(ref, got):
     relative, None if all agree (compared over the shorter list)."""
     return next(((a, b) for a, b in zip(ref, got) if abs(a - b) > SAME_PLAQUETTE * abs(a)),
                 None)
+
+
+def gather_over_memcpy(gathers):
+    """The geometric mean over message sizes of the gathers' lower-quartile seconds inside MPI
+    over the seconds memcpy takes for the same bytes on the same core (SU3-GATHER records).
+    A slower library lengthens every gather; the lower quartile leaves out the gathers that
+    waited for a late partner."""
+    if not gathers:
+        raise ValueError('no SU3-GATHER record in the output')
+    logs = []
+    for g in gathers:
+        if not g.get('memcpy_lq_s') or not g['lq_s'] > 0:
+            raise ValueError(f'SU3-GATHER for {g.get("bytes")} bytes has no time: {g}')
+        logs.append(math.log(g['lq_s'] / g['memcpy_lq_s']))
+    return math.exp(sum(logs) / len(logs))
 
 
 def lower_quartile(trajs):
@@ -123,7 +143,7 @@ class Su3Run(Su3Base):
 
     def perf_variable_names(self):
         """What ReferenceLookup looks up: nothing for a run that is only reported."""
-        return ['s_per_traj', 'gflops', 'comm_share', 'speedup_busy'] \
+        return ['s_per_traj', 'gflops', 'comm_share', 'speedup_busy', 'gather_over_memcpy'] \
             if self.assert_performance else []
 
     @run_before('run')
@@ -166,6 +186,8 @@ class Su3Run(Su3Base):
             sn.assert_not_found(r'unitarity check failed', self.stderr,
                                 msg='a link left SU(3): unitarity check failed'),
             sn.assert_found(r'^SU3-END \{', self.stdout, msg='no SU3-END record: run cut short'),
+            sn.assert_found(r'^SU3-GATHER \{', self.stdout,
+                            msg='no SU3-GATHER record: gather times not reported (see stderr)'),
             sn.assert_found(r'^SU3-END \{', 'np1.out',
                             msg='the 1-rank baseline run has no SU3-END record (see np1.err)'),
             sn.assert_eq(self._alone_same(), True, msg='{0}'),
@@ -246,6 +268,14 @@ class Su3Run(Su3Base):
         rest, interleaved over the whole second of the run, and the median-based speedup fell
         to 1.64 (its reference 1.95); the lower quartiles give 1.87."""
         return sn.defer(lower_quartile(self.trajs('np1.out')) / lower_quartile(self.trajs()))
+
+    @performance_function('ratio')
+    def gather_over_memcpy(self):
+        """su3's own communication, undiluted by its arithmetic: the gathers' time inside MPI
+        (lower quartile per message size) over memcpy of the same bytes on the same cores
+        just after the run, geometric mean over the sizes (gather_over_memcpy above)."""
+        out = os.path.join(self.stagedir, self.stdout.evaluate())
+        return sn.defer(gather_over_memcpy(records(out, 'SU3-GATHER')))
 
     @performance_function('ratio')
     def speedup_busy(self):

@@ -30,3 +30,21 @@ def test_interleaved_load_on_half_the_trajectories_leaves_the_speedup():
         pytest.approx(lower_quartile(one) / lower_quartile(quiet))
     slower = trajs([0.0107 * 1.2] * 50)          # a library 20 % slower: every trajectory
     assert lower_quartile(one) / lower_quartile(slower) < 0.85 * 0.0208 / 0.0107
+
+
+def test_gather_over_memcpy_is_the_geometric_mean_over_sizes():
+    from su3_rmd import gather_over_memcpy
+    gathers = [{'bytes': 36864, 'lq_s': 8e-6, 'memcpy_lq_s': 1e-6},
+               {'bytes': 27648, 'lq_s': 2e-6, 'memcpy_lq_s': 1e-6}]
+    assert gather_over_memcpy(gathers) == pytest.approx(4.0)
+    # a library 20 % slower lengthens every gather, and the ratio by as much
+    slower = [dict(g, lq_s=1.2 * g['lq_s']) for g in gathers]
+    assert gather_over_memcpy(slower) == pytest.approx(4.8)
+
+
+def test_gather_over_memcpy_names_what_is_missing():
+    from su3_rmd import gather_over_memcpy
+    with pytest.raises(ValueError, match='no SU3-GATHER record'):
+        gather_over_memcpy([])
+    with pytest.raises(ValueError, match='36864 bytes has no time'):
+        gather_over_memcpy([{'bytes': 36864, 'lq_s': 8e-6, 'memcpy_lq_s': None}])

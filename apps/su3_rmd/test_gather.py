@@ -1,0 +1,29 @@
+"""su3_rmd's SU3-GATHER records, the figures behind the test's gather_over_memcpy: one per
+message size the gathers sent, counts that match the MPI profile, and none where no message
+crossed ranks. Asserts no speed. Run: python3 -m pytest -q apps/su3_rmd/test_gather.py."""
+
+from test_alone import ARGS, records, run
+
+
+def test_two_ranks_report_each_gather_size(su3, launcher):
+    out = run([launcher, '-n', '2', str(su3), *ARGS, '--comm', 'ssend'])
+    assert out.returncode == 0, out.stderr
+    head = records(out.stdout, 'SU3-RUN')[0]
+    gathers = records(out.stdout, 'SU3-GATHER')
+    # the t dimension is split: links (4 per site) and staples (3) of one face
+    assert sorted(g['bytes'] for g in gathers) == sorted(
+        [head['face_bytes'][3], head['staple_face_bytes'][3]])
+    for g in gathers:
+        assert g['gathers'] > 0 and 0 < g['lq_s'] <= g['median_s'] and g['memcpy_lq_s'] > 0
+    # every gather posts one Irecv on each of the 2 ranks (counts are rank 0's)
+    irecv = next(c['count'] for c in records(out.stdout, 'SU3-MPI') if c['call'] == 'MPI_Irecv')
+    assert 2 * sum(g['gathers'] for g in gathers) == irecv
+
+
+def test_no_gather_record_without_messages(su3, launcher):
+    one = run([str(su3), *ARGS])
+    alone = run([launcher, '-n', '2', str(su3), *ARGS, '--alone'])
+    assert one.returncode == alone.returncode == 0, alone.stderr
+    assert records(one.stdout, 'SU3-GATHER') == records(alone.stdout, 'SU3-GATHER') == []
+
+
