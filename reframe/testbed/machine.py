@@ -2,8 +2,11 @@
 
 Machines of one type differ by tens of percent in memory bandwidth, so an absolute figure
 belongs to one machine (`machine_id`), while a ratio to a baseline measured in the same job
-travels to any machine of the type (`machine_type`: architecture, CPU count, virtualised or
-not). TESTBED_MACHINE_ID overrides the id (say for cloned images that share /etc/machine-id).
+travels to any machine of the type (`machine_type`: architecture, CPU vendor, CPU count,
+virtualised or not). The vendor is in the type because ratios do not travel across it: on
+2026-11-25 HPL 1x2 over the DGEMM capacity of its cores came out 0.78-0.84 on a 2-core Intel
+Xeon VM against 0.87-0.90 on the 2-core AMD EPYC VM that made the rows (docs/measurement.md).
+TESTBED_MACHINE_ID overrides the id (say for cloned images that share /etc/machine-id).
 
     python3 -m testbed.machine        prints the record as JSON
 """
@@ -35,6 +38,17 @@ def cpu_flags():
     return set(_cpuinfo_field('flags').split())
 
 
+#: /proc/cpuinfo vendor_id -> the short name in the machine type
+VENDORS = {'GenuineIntel': 'intel', 'AuthenticAMD': 'amd'}
+
+
+def cpu_vendor():
+    """'intel', 'amd', another x86 vendor's id in lower case, or '' where /proc/cpuinfo names
+    none (most other architectures)."""
+    vid = _cpuinfo_field('vendor_id')
+    return VENDORS.get(vid, vid.lower())
+
+
 def _virtualised():
     """The hypervisor's name if the CPU says it runs under one, else ''."""
     if 'hypervisor' not in cpu_flags():
@@ -52,6 +66,7 @@ def record():
     rec = {
         'arch': platform.machine(),
         'cpu_model': _cpuinfo_field('model name') or platform.processor() or 'unknown',
+        'cpu_vendor': cpu_vendor(),
         'cpus': os.cpu_count() or 0,
         'memory_bytes': mem_kib * 1024,
         'kernel': platform.release(),
@@ -65,7 +80,8 @@ def record():
 def machine_type(rec):
     """The key of references that travel (ratios): what every machine of the type shares."""
     virt = 'vm' if rec['virtualised'] != 'no' else 'bare'
-    return f"{rec['arch']}-{rec['cpus']}cpu-{virt}"
+    vendor = ''.join(c for c in rec.get('cpu_vendor', '') if c.isalnum())
+    return '-'.join(p for p in (rec['arch'], vendor, f"{rec['cpus']}cpu", virt) if p)
 
 
 def machine_id(rec):

@@ -17,6 +17,17 @@ def test_machine_record_and_keys(monkeypatch):
     assert machine.machine_id(rec) == 'cluster-node-17'
 
 
+def test_machine_type_names_the_cpu_vendor():
+    # ratios did not travel from an AMD EPYC VM to an Intel Xeon VM (machine.py says which)
+    rec = {'arch': 'x86_64', 'cpus': 2, 'virtualised': 'KVM', 'cpu_vendor': 'intel'}
+    assert machine.machine_type(rec) == 'x86_64-intel-2cpu-vm'
+    assert machine.machine_type(dict(rec, cpu_vendor='amd', virtualised='no')) == \
+        'x86_64-amd-2cpu-bare'
+    # no vendor in /proc/cpuinfo (most other architectures): the type goes without it
+    assert machine.machine_type(dict(rec, arch='aarch64', cpu_vendor='')) == 'aarch64-2cpu-vm'
+    assert machine.VENDORS['AuthenticAMD'] == 'amd'
+
+
 def test_archive_keeps_the_newest_runs(tmp_path):
     report = tmp_path / 'report.json'
     summary = tmp_path / 'summary'
