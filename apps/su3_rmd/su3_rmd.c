@@ -431,36 +431,38 @@ static double memcpy_seconds(long bytes)
  * ranks (one rank, --alone). Outside every timing. */
 static void report_gathers(void)
 {
-    int k_min, k_max, full;
-    MPI_Allreduce(&gather_sizes, &k_min, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&gather_sizes, &k_max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(&gather_log_full, &full, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (k_min != k_max || full) {
+    /* One reduction for the checks: MAX of -sizes is -(fewest sizes). */
+    int mine_k[3] = { -gather_sizes, gather_sizes, gather_log_full }, most_k[3];
+    MPI_Allreduce(mine_k, most_k, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (-most_k[0] != most_k[1] || most_k[2]) {
         if (rank == 0)
-            fprintf(stderr, "su3_rmd: gather times not reported: %s\n", full
+            fprintf(stderr, "su3_rmd: gather times not reported: %s\n", most_k[2]
                     ? "a rank could not keep them all" : "ranks saw different message sizes");
         return;
     }
     MPI_Barrier(MPI_COMM_WORLD); /* every rank copies at once, as every rank gathered */
-    for (int k = 0; k < k_min; k++) {
+    for (int k = 0; k < gather_sizes; k++) {
         gather_log *g = &gather_logs[k];
-        double lq = lower_quartile(g->s, g->n), mine[4] = { lq, tb_median(g->s, g->n),
-            memcpy_seconds(g->bytes), (double)g->bytes }, most[4], least_bytes;
-        MPI_Reduce(mine, most, 4, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-        MPI_Reduce(&mine[3], &least_bytes, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
-        double least_copy; /* -1 on a rank without the buffers: no baseline */
-        MPI_Reduce(&mine[2], &least_copy, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
-        char copy[32] = "null";
-        if (least_copy > 0.0)
-            snprintf(copy, sizeof copy, "%.9f", most[2]);
-        if (rank == 0 && least_bytes == most[3])
-            printf("SU3-GATHER {\"bytes\":%ld,\"gathers\":%d,\"lq_s\":%.9f,"
-                   "\"median_s\":%.9f,\"memcpy_lq_s\":%s}\n", g->bytes, g->n, most[0],
-                   most[1], copy);
-        else if (rank == 0)
-            fprintf(stderr, "su3_rmd: gather %d: ranks sent different sizes (%.0f, %.0f "
-                    "bytes); not reported\n", k, least_bytes, most[3]);
+        double lq = lower_quartile(g->s, g->n), med = tb_median(g->s, g->n),
+               copy_s = memcpy_seconds(g->bytes), bytes = (double)g->bytes;
+        /* One reduction: the largest of each, and (negated) the smallest memcpy time (-1 on
+         * a rank without the buffers: no baseline) and the smallest message size. */
+        double mine[6] = { lq, med, copy_s, bytes, -copy_s, -bytes }, most[6];
+        MPI_Reduce(mine, most, 6, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         free(g->s);
+        if (rank != 0)
+            continue;
+        if (-most[5] != most[3]) {
+            fprintf(stderr, "su3_rmd: gather %d: ranks sent different sizes (%.0f, %.0f "
+                    "bytes); not reported\n", k, -most[5], most[3]);
+            continue;
+        }
+        char copy[32] = "null";
+        if (-most[4] > 0.0)
+            snprintf(copy, sizeof copy, "%.9f", most[2]);
+        printf("SU3-GATHER {\"bytes\":%ld,\"gathers\":%d,\"lq_s\":%.9f,"
+               "\"median_s\":%.9f,\"memcpy_lq_s\":%s}\n", g->bytes, g->n, most[0], most[1],
+               copy);
     }
 }
 

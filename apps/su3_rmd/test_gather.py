@@ -25,5 +25,3 @@ def test_no_gather_record_without_messages(su3, launcher):
     alone = run([launcher, '-n', '2', str(su3), *ARGS, '--alone'])
     assert one.returncode == alone.returncode == 0, alone.stderr
     assert records(one.stdout, 'SU3-GATHER') == records(alone.stdout, 'SU3-GATHER') == []
-
-
