@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/tb_clock.h"
+
 /* OpenBLAS's own: declared weak, so that another BLAS still links (and says "unknown"). */
 extern char *openblas_get_corename(void) __attribute__((weak));
 
@@ -46,13 +48,6 @@ struct shared {             /* one page, shared by the K processes */
     double check;
     double seconds[];       /* [process * reps + repetition] */
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 static long arg(const char *opt, const char *v, long lo, long hi)
 {
@@ -105,11 +100,11 @@ static int worker(struct shared *sh, int me, int cpu, int k, long n, long reps)
         barrier(sh, k);
         if (!a || !b || !c)
             continue;
-        double t0 = now();
+        double t0 = tb_now_s();
         cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0,
                     a, (int)n, b, (int)n, 1.0, c, (int)n);
         if (r > 0)
-            sh->seconds[me * reps + r - 1] = now() - t0;
+            sh->seconds[me * reps + r - 1] = tb_now_s() - t0;
     }
     if (c && me == 0)
         sh->check = c[n * n - 1];

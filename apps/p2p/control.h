@@ -1,7 +1,8 @@
 /* p2p: the control plane. Everything the driver says to the partner outside
  * the timed region (start together, agree on counts, gather a status) goes
  * through these calls, never through the transport under test. Today it is
- * MPI (ctl_mpi.c); a PVM or socket driver supplies its own. */
+ * MPI (ctl_mpi.c); a PVM or socket driver supplies its own. Every one of them
+ * times with ../common/tb_clock.h, not the library's timer. */
 #ifndef P2P_CONTROL_H
 #define P2P_CONTROL_H
 
@@ -14,7 +15,5 @@ int ctl_exchange_int(int mine);          /* returns the partner's value */
 void ctl_exchange_bytes(const void *mine, void *theirs, int n);
 void ctl_abort(int code);                /* ends every rank */
 void ctl_finalize(void);
-double ctl_now(void);                    /* seconds, CLOCK_MONOTONIC */
-double ctl_clock_resolution(void);       /* seconds */
 
 #endif

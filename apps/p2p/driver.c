@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../common/tb_bind.h"
+#include "../common/tb_clock.h"
 #include "../common/tb_median.h"
 #include "../common/tb_version.h"
 #include "control.h"
@@ -168,7 +169,7 @@ static double trips_initiator(struct tport *t, struct cursor *c, int n, long rep
     double t0 = 0;
     for (long i = 0; i <= reps; i++) {
         if (i == 1)
-            t0 = ctl_now();
+            t0 = tb_now_s();
         if (t->preposted)
             t->post(t, c->r, n);
         t->send(t, c->s, n);
@@ -177,7 +178,7 @@ static double trips_initiator(struct tport *t, struct cursor *c, int n, long rep
         t->recv(t);
         advance(c);
     }
-    return ctl_now() - t0;
+    return tb_now_s() - t0;
 }
 
 /* Rank 1: its first receive of a preposted pair was posted before the
@@ -202,13 +203,13 @@ static double trips_local(struct tport *t, struct cursor *c, int n, long reps)
     double t0 = 0;
     for (long i = 0; i < 2 * (reps + 1); i++) {
         if (i == 2)
-            t0 = ctl_now();
+            t0 = tb_now_s();
         t->post(t, c->r, n);
         t->send(t, c->s, n);
         t->recv(t);
         advance(c);
     }
-    return ctl_now() - t0;
+    return tb_now_s() - t0;
 }
 
 /* One sample of `reps` round trips of `size` bytes; returns the timed
@@ -539,7 +540,7 @@ static void print_run_record(struct run *r, const char *host, const char *host1,
            "\"sizes\":",
            cpu[0], cpu[1], bound[0], bound[1], ncpu[0], ncpu[1],
            o->bind_self ? "true" : "false",
-           ctl_clock_resolution() * 1e9, timer_cost * 1e9, o->samples,
+           tb_clock_res_s() * 1e9, timer_cost * 1e9, o->samples,
            o->min_time_s * 1e3, o->cache_cold ? "cold" : "warm",
            o->shared_buffer ? "shared" : "separate",
            o->cache_cold ? (long)r->a.len : 0L, r->llc_bytes);
@@ -568,7 +569,7 @@ int main(int argc, char **argv)
     struct options o;
     char err[512] = "";
     int nranks = ctl_init(&argc, &argv), rank = ctl_rank();
-    double wall0 = ctl_now();
+    double wall0 = tb_now_s();
 
     /* Every rank parses the same argv, so all take the same way out. */
     int rc = p2p_parse_args(argc, argv, &o, err, sizeof err);
@@ -613,10 +614,10 @@ int main(int argc, char **argv)
 
     const int ncalls = 100000;
     volatile double sink = 0;
-    double t0 = ctl_now();
+    double t0 = tb_now_s();
     for (int i = 0; i < ncalls; i++)
-        sink += ctl_now();
-    double timer_cost = (ctl_now() - t0) / ncalls;
+        sink += tb_now_s();
+    double timer_cost = (tb_now_s() - t0) / ncalls;
     (void)sink;
 
     struct run r;
@@ -710,7 +711,7 @@ int main(int argc, char **argv)
         printf("P2P-END {\"stack\":");
         json_str(o.stack);
         printf(",\"cpus_end\":[%d,%d],\"wall_s\":%.6g}\n",
-               end[0], end[1], ctl_now() - wall0);
+               end[0], end[1], tb_now_s() - wall0);
         fflush(stdout);
     }
     free(r.a.send);

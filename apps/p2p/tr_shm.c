@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../common/tb_clock.h"
 #include "control.h"
 #include "transport.h"
 
@@ -71,7 +72,7 @@ static int shm_setup(struct tport *t, long maxsize, char *err, size_t errlen)
     s->seglen = 2 * area;
     if (me == 0) {
         snprintf(name, sizeof name, "/tb-p2p-%ld-%ld", (long)getpid(),
-                 (long)(ctl_now() * 1e6) % 1000000L);
+                 (long)(tb_now_s() * 1e6) % 1000000L);
         fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
         if (fd >= 0 && ftruncate(fd, (off_t)s->seglen) != 0) {
             close(fd);

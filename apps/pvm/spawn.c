@@ -14,15 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/tb_clock.h"
+
 #define TAG_HELLO 1
 #define TAG_EXIT 2
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 int main(int argc, char **argv)
 {
@@ -51,9 +46,9 @@ int main(int argc, char **argv)
     self[len > 0 ? len : 0] = '\0';
     int *tids = calloc((size_t)n, sizeof *tids);
     for (long t = 0; t < trials; t++) {
-        double t0 = now();
+        double t0 = tb_now_s();
         int got = pvm_spawn(self, NULL, PvmTaskDefault, "", (int)n - 1, tids);
-        double t1 = now();
+        double t1 = tb_now_s();
         if (got != n - 1) {
             fprintf(stderr, "pvm-spawn: pvm_spawn started %d of %ld tasks (first error %d)\n",
                     got, n - 1, got >= 0 && got < n - 1 ? tids[got] : got);
@@ -70,14 +65,14 @@ int main(int argc, char **argv)
                 pvm_exit();
                 return 3;
             }
-        double t2 = now();
+        double t2 = tb_now_s();
         for (long i = 0; i < n - 1; i++)
             if (pvm_trecv(-1, TAG_EXIT, &limit) <= 0) {
                 fprintf(stderr, "pvm-spawn: a spawned task did not exit within 60 s\n");
                 pvm_exit();
                 return 3;
             }
-        double t3 = now();
+        double t3 = tb_now_s();
         printf("PVM-SPAWN {\"ntasks\":%ld,\"trial\":%ld,\"cold\":%s,\"spawn_s\":%.6f,"
                "\"first_s\":%.6f,\"exit_s\":%.6f,\"library_version\":\"PVM %s\"}\n",
                n, t, t ? "false" : "true", t1 - t0, t2 - t0, t3 - t0, pvm_version());

@@ -46,6 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/tb_clock.h"
+
 typedef intptr_t I;
 
 /* Every call the shim can slow; the index is its bit in `slowed`. */
@@ -137,13 +139,6 @@ static void *resolve(int i)
     return fn;
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Total of the waits injected by the ranks of this node and job (see top):
  * a page in /dev/shm named after the parent process, mapped at the first
  * slowed call (launchers and daemons never make one). Without it (no
@@ -182,11 +177,11 @@ static int64_t n_padded, own_ns, injected_ns;
 
 static void pad(int64_t t0, int64_t before)
 {
-    int64_t t1 = now_ns(), own = (t1 - t0) - (others() - before);
+    int64_t t1 = tb_now_ns(), own = (t1 - t0) - (others() - before);
     if (own <= 0)
         return;
     int64_t until = t1 + (int64_t)(extra * (double)own), t;
-    while ((t = now_ns()) < until)
+    while ((t = tb_now_ns()) < until)
         ;
     __atomic_add_fetch(total, t - t1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&n_padded, 1, __ATOMIC_RELAXED);
@@ -206,9 +201,9 @@ static void calibrate(void)
 {
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
-        int64_t t0 = now_ns();
+        int64_t t0 = tb_now_ns();
         spin(1u << 20);
-        double ns_per_turn = (double)(now_ns() - t0) / (1u << 20);
+        double ns_per_turn = (double)(tb_now_ns() - t0) / (1u << 20);
         if (ns_per_turn < best)
             best = ns_per_turn;
     }
@@ -259,7 +254,7 @@ __attribute__((destructor)) static void account(void)
             return rc;                                               \
         }                                                            \
         depth++;                                                     \
-        int64_t before = others(), t0 = now_ns();                    \
+        int64_t before = others(), t0 = tb_now_ns();                    \
         int rc = fn ARGS;                                            \
         pad(t0, before);                                             \
         depth--;                                                     \
@@ -291,7 +286,7 @@ void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha,
                          const double *, int, double, double *, int);
     fn_t fn = (fn_t)resolve(CBLAS_DGEMM);
     int on = ACTIVE(CBLAS_DGEMM);
-    int64_t before = on ? others() : 0, t0 = on ? now_ns() : 0;
+    int64_t before = on ? others() : 0, t0 = on ? tb_now_ns() : 0;
     depth += on;
     fn(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     depth -= on;
@@ -308,7 +303,7 @@ void dgemm_(I a, I b, I c, I d, I e, I f, I g, I h, I i, I j, I k, I l, I m, I n
     typedef void (*fn_t)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, I);
     fn_t fn = (fn_t)resolve(DGEMM);
     int on = ACTIVE(DGEMM);
-    int64_t before = on ? others() : 0, t0 = on ? now_ns() : 0;
+    int64_t before = on ? others() : 0, t0 = on ? tb_now_ns() : 0;
     depth += on;
     fn(a, b, c, d, e, f, g, h, i, j, k, l, m, n, o);
     depth -= on;

@@ -183,7 +183,7 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv)
             lat->sendbuf[f * per + k] = field[(long)list[f] * per + k];
     MPI_Request req[2];
     MPI_Status st[2];
-    double t0 = mono_s();
+    double t0 = tb_now_s();
     PROF(P_IRECV, MPI_Irecv(recv, count, MPI_DOUBLE, from, tag, MPI_COMM_WORLD, &req[0]));
     if (lat->comm == COMM_SSEND) {
         /* the 2002 MILC build: synchronous send against a pre-posted Irecv */
@@ -194,5 +194,5 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv)
                                 MPI_COMM_WORLD, &req[1]));
         PROF(P_WAITALL, MPI_Waitall(2, req, st));
     }
-    log_gather((long)count * (long)sizeof(double), mono_s() - t0);
+    log_gather((long)count * (long)sizeof(double), tb_now_s() - t0);
 }

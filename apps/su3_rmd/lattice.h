@@ -2,8 +2,8 @@
 #ifndef LATTICE_H
 #define LATTICE_H
 
-#include <time.h>
 #include <mpi.h>
+#include "../common/tb_clock.h"
 #include "su3.h"
 
 /* Every MPI call after MPI_Init goes through PROF so its time is counted. */
@@ -15,14 +15,8 @@ extern long prof_count[P_NCALLS];
 #define PROF(id, call) do { double t0_ = MPI_Wtime(); call; \
         prof_sec[id] += MPI_Wtime() - t0_; prof_count[id]++; } while (0)
 
-/* A monotonic clock with ns resolution: a gather lasts microseconds, and LAM's MPI_Wtime
- * counts whole microseconds. */
-static inline double mono_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+/* Gathers are timed on tb_now_s (ns resolution): a gather lasts microseconds, and LAM's
+ * MPI_Wtime counts whole microseconds. */
 
 /* The seconds inside MPI of every gather (from its Irecv to its last Wait), one log per
  * message size in the order the sizes first occur (every rank gathers the same sequence).

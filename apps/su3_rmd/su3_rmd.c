@@ -411,12 +411,12 @@ static double memcpy_seconds(long bytes)
         memset(b, 2, (size_t)bytes);
         memcpy(b, a, (size_t)bytes); /* untimed: the first copy warms both buffers */
         for (int k = 0; k < SAMPLES; k++) {
-            double t0 = mono_s();
+            double t0 = tb_now_s();
             for (int c = 0; c < COPIES; c++) {
                 memcpy(c % 2 ? a : b, c % 2 ? b : a, (size_t)bytes);
                 copy_sink = (unsigned char)(c % 2 ? a : b)[bytes / 2]; /* the copy is used */
             }
-            t[k] = (mono_s() - t0) / COPIES;
+            t[k] = (tb_now_s() - t0) / COPIES;
         }
         q = lower_quartile(t, SAMPLES);
     }
