@@ -66,7 +66,7 @@ else
 fi
 
 CACHE_ROOT=${TESTBED_BUILD_CACHE:-/var/tmp/mpi-testbed-hpl/cache}
-KEY=$( { sha256sum "$TARBALL" "$0" "$HERE"/*.patch "$HERE"/*.c "$HERE"/../common/*.[ch] \
+KEY=$( { sha256sum "$TARBALL" "$0" "$HERE"/*.patch "$HERE"/*.[ch] "$HERE"/../common/*.[ch] \
              ${EXTRA:+"$EXTRA"} | cut -d' ' -f1
          echo "$CC_W $BLAS_LIBS"; sha256sum "$CC_W" | cut -d' ' -f1
          "$CC_W" --version 2>&1 | sed -n 1p; true; } | sha256sum | cut -c1-20)
@@ -133,12 +133,16 @@ INC="-I$WORK/hpl/include -I$WORK/hpl/include/$ARCH -I$HERE/../common -DHPL_CALL_
 for c in tb_version tb_bind; do
     "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$HERE/../common/$c.c" -o "$WORK/$c.o"
 done
-objs="$WORK/xhpl_main.o $WORK/tb_version.o $WORK/tb_bind.o"
+# The panels' time inside MPI (panel_time.c): HPL's MPI_Iprobe and MPI_Recv are wrapped.
+"$CC_W" -std=c99 -O2 -Wall -Wextra -c "$HERE/panel_time.c" -o "$WORK/panel_time.o"
+"$CC_W" -std=c99 -O2 -Wall -Wextra -c "$HERE/../common/tb_median.c" -o "$WORK/tb_median.o"
+objs="$WORK/xhpl_main.o $WORK/panel_time.o $WORK/tb_version.o $WORK/tb_bind.o $WORK/tb_median.o"
 if [ -n "$EXTRA" ]; then
     "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$EXTRA" -o "$WORK/extra.o"
     objs="$objs $WORK/extra.o"
 fi
-"$CC_W" -O2 -o "$WORK/xhpl" $objs "$WORK/hpl/lib/$ARCH/libhpl.a" $BLAS_LIBS -lm ||
+"$CC_W" -O2 -Wl,--wrap=MPI_Iprobe,--wrap=MPI_Recv -o "$WORK/xhpl" $objs \
+    "$WORK/hpl/lib/$ARCH/libhpl.a" $BLAS_LIBS -lm ||
     die "link failed"
 # Not an MPI program: the plain C compiler, xhpl's BLAS.
 cc -std=c99 -O2 -Wall -Wextra -o "$WORK/dgemm_rate" "$HERE/dgemm_rate.c" $BLAS_LIBS ||

@@ -12,7 +12,8 @@
  * Added, because this driver is the project's own: one HPL-RUN record before
  * the report (the library's version, every rank's CPU) and one HPL-END after it
  * (every rank's CPU again), so the test can name the library and see that the
- * ranks sat on distinct CPUs and did not move; --bind-self, for launchers
+ * ranks sat on distinct CPUs and did not move; HPL-PANELS after the report,
+ * the panels' time inside MPI over memcpy (panel_time.c); --bind-self, for launchers
  * that cannot bind (LAM): rank r pins itself to the r-th allowed CPU; and a
  * time limit on MPI_Finalize (../common/tb_finalize.h), which MPICH 4.0 over
  * UCX's TCP transport sometimes never leaves between two nodes.
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "hpl.h"
+#include "panel_time.h"
 #include "tb_bind.h"
 #include "tb_finalize.h"
 #include "tb_version.h"
@@ -38,7 +40,8 @@ static void usage(FILE *out)
             "Before the report rank 0 prints HPL-RUN {\"library_version\",\"ranks\",\n"
             "\"self_bound\",\"bind_cpus\",\"cpus_start\",\"cpus_allowed\"}, after it HPL-END\n"
             "{\"cpus_end\"} (CPUs per rank, from sched_getcpu; bind_cpus -1 when not\n"
-            "self-bound; cpus_allowed: how many CPUs each rank may run on).\n");
+            "self-bound; cpus_allowed: how many CPUs each rank may run on), and before\n"
+            "HPL-END, HPL-PANELS (the panels' time inside MPI over memcpy, panel_time.c).\n");
 }
 
 int main(int argc, char **argv)
@@ -83,6 +86,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     HPL_main(argc, argv, &best, &failure);
+    panel_time_report(MPI_COMM_WORLD);
     tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus, sizeof cpus);
     if (rank == 0) {
         printf("HPL-END {\"cpus_end\":%s}\n", cpus);

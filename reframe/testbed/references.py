@@ -24,6 +24,7 @@ import argparse
 import csv
 import json
 import math
+import re
 import statistics
 import sys
 from dataclasses import dataclass
@@ -379,10 +380,15 @@ def write(path, rows, keep=None):
 def status(folder, machine):
     """One paragraph: which references this machine has (portable and absolute)."""
     portable = absolute = 0
+    mine, others = set(), set()     # (test, variable) with rows for this type, for others
     for path in sorted(Path(folder).glob('*.csv')):
         for key in load(path):
             portable += key[2] == machine['machine_type']
             absolute += key[2] == machine['machine_id']
+            if key[2] == machine['machine_type']:
+                mine.add((key[4], key[6]))
+            elif re.fullmatch(r'.+-\d+cpu-(vm|bare)', key[2]):    # another machine type
+                others.add((key[4], key[6]))
     lines = [f"machine: {machine['cpu_model']}, {machine['cpus']} CPUs, "
              f"{machine['memory_bytes'] / 2**30:.1f} GiB, kernel {machine['kernel']}, "
              f"virtualised: {machine['virtualised']} (type {machine['machine_type']}, "
@@ -394,6 +400,9 @@ def status(folder, machine):
     else:
         lines.append('absolute references for this machine: none, so absolute figures are '
                      'reported, not asserted (make them here with: make references RUNS=3)')
+    if others - mine:
+        lines.append('ratios with rows for other machine types only, so reported here, not '
+                     'asserted: ' + ', '.join(f'{t} {v}' for t, v in sorted(others - mine)))
     return '\n'.join(lines)
 
 
@@ -417,6 +426,9 @@ def main(argv=None):
                     help="ratio: only the portable rows (ratios that travel, keyed by machine "
                          "type); absolute: only this machine's rows (absolute figures and the "
                          "ratios that do not travel)")
+    up.add_argument('--variable', action='append', default=[], metavar='NAME',
+                    help='only the rows of this variable (repeatable; default: every one), '
+                         'so that a new figure gets rows without remaking the others')
     up.add_argument('--replace', action='store_true',
                     help='drop rows the reports do not measure (default: keep them)')
     tr = sub.add_parser('transfer', help="widen the shipped ratio rows to cover runs on "
@@ -450,6 +462,9 @@ def main(argv=None):
         rows, left_out = derive(args.reports, args.k, args.min_runs)
         if args.only != 'all':
             rows = [r for r in rows if r['portable'] == (args.only == 'ratio')]
+        if args.variable:
+            rows = [r for r in rows if r['variable'] in args.variable]
+            left_out = [(g, why) for g, why in left_out if g[-1] in args.variable]
         for gkey, why in left_out:
             print(f'not written: {"/".join(gkey)}: {why}')
         if not rows:

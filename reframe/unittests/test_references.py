@@ -117,6 +117,25 @@ def test_derive_ignores_broken_runs_and_needs_three(tmp_path):
     assert not rows and all('fewer than 3' in why for _, why in left_out)
 
 
+def test_update_of_one_variable_writes_its_rows_and_keeps_the_others(tmp_path):
+    # A new figure gets rows from its runs without remaking the rows beside it.
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    old = [fake_report(tmp_path, f'o{i}.json', f'o{i}', {'c': 1.0}) for i in range(3)]
+    assert references.main(['update', '--dir', str(refs), *map(str, old)]) == 0
+    before = references.load(refs / 'p2p.csv')
+    new = [fake_report(tmp_path, f'n{i}.json', f'n{i}', {'c': v})
+           for i, v in enumerate([1.1, 1.12, 1.11])]
+    assert references.main(['update', '--dir', str(refs), '--variable', 'latency',
+                            *map(str, new)]) == 0
+    after = references.load(refs / 'p2p.csv')
+    assert set(after) == set(before)
+    for key, row in after.items():
+        changed = key[-1] == 'latency'
+        assert (row.value == pytest.approx(1.11)) == changed
+        assert (row.value == pytest.approx(1.0)) != changed
+
+
 def test_a_figure_that_missed_its_reference_still_counts(tmp_path):
     # A clean run whose figure missed is how the band learns the machine's real spread.
     reports = [fake_report(tmp_path, f'r{i}.json', f's{i}', {'c': v})
@@ -220,3 +239,23 @@ def test_transfer_widens_a_travelling_row_to_another_machine_and_never_narrows(t
     again = references.load(refs)
     assert again[('testbed-local', 'default', 'x86_64-2cpu-vm', 'mpich-4.0', 'Su3Run', 'near',
                   'speedup')].upper == pytest.approx(0.1618)
+
+
+def test_status_names_the_ratios_only_other_machine_types_have(tmp_path):
+    # A figure with rows for one machine type is reported on another, and the run says so.
+    rows = [dict(zip(references.KEY, ('testbed-local', 'default', mtype, 'mpich-4.0', test,
+                                      '1x2', var)),
+                 value='2.0', lower='-0.1393', upper='0.1618', unit='ratio', runs='s1 s2 s3')
+            for mtype, test, var in [('x86_64-intel-2cpu-vm', 'HplRun', 'panel_over_memcpy'),
+                                     ('x86_64-intel-2cpu-vm', 'HplRun', 'efficiency_N7200'),
+                                     ('x86_64-amd-2cpu-vm', 'HplRun', 'efficiency_N7200'),
+                                     ('m-0123456789ab', 'HplRun', 'gflops_N7200')]]
+    references.write(tmp_path / 'hpl.csv', rows)
+    machine = {'cpu_model': 'EPYC', 'cpus': 2, 'memory_bytes': 2**34, 'kernel': '6.1',
+               'virtualised': 'kvm', 'machine_id': 'm-ffffffffffff'}
+    amd = references.status(tmp_path, dict(machine, machine_type='x86_64-amd-2cpu-vm'))
+    assert 'asserted): 1' in amd
+    assert 'other machine types only, so reported here, not asserted: HplRun ' \
+           'panel_over_memcpy' in amd and 'gflops' not in amd.splitlines()[-1]
+    intel = references.status(tmp_path, dict(machine, machine_type='x86_64-intel-2cpu-vm'))
+    assert 'other machine types only' not in intel

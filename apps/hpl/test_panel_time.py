@@ -1,0 +1,59 @@
+"""xhpl's HPL-PANELS record, the figures behind HplRun.panel_over_memcpy: on two ranks one
+timed MPI_Recv per panel of the factorisation (the other rank receives each one), none on one
+rank. Asserts no speed. Builds xhpl with MPICH's wrapper through build.sh (its cache keeps
+the build) from the hpcc source the set-up fetched (/opt/mpi-testbed/src/hpcc).
+Run: python3 -m pytest -q apps/hpl/test_panel_time.py."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = '/opt/mpi-testbed/src/hpcc'
+CC = shutil.which('mpicc.mpich')
+sys.path.insert(0, HERE)
+import hpl_input  # noqa: E402
+
+N, NB = 600, 50
+
+
+@pytest.fixture(scope='module')
+def xhpl(tmp_path_factory):
+    if not CC or not os.path.isdir(SRC):
+        pytest.skip(f'needs mpicc.mpich and the hpcc source in {SRC} (the set-up gives both)')
+    out = tmp_path_factory.mktemp('xhpl')
+    done = subprocess.run(['bash', os.path.join(HERE, 'build.sh'), '--cc', CC, '--out', str(out),
+                           '--src-dir', SRC], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return out / 'xhpl'
+
+
+def panels(xhpl, tmp_path, p, q):
+    hpl_input.write_hpl_dat(str(tmp_path / 'HPL.dat'), [N], [NB], p, q)
+    out = subprocess.run(['mpiexec.mpich', '-n', str(p * q), str(xhpl)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, OPENBLAS_NUM_THREADS='1'))
+    assert out.returncode == 0, out.stderr
+    assert hpl_input.parse_hpl_output(out.stdout).ok, out.stdout
+    recs = [json.loads(ln.split(' ', 1)[1]) for ln in out.stdout.splitlines()
+            if ln.startswith('HPL-PANELS {')]
+    assert len(recs) == 1, out.stdout
+    return recs[0]
+
+
+def test_two_ranks_time_one_receive_per_panel(xhpl, tmp_path):
+    rec = panels(xhpl, tmp_path, 1, 2)
+    # N / NB panels, each broadcast from its owner to the one other rank of the row
+    assert rec['messages'] == N // NB and rec['kept_all'] is True
+    # the largest panel: all N rows of NB columns (8-byte doubles) and its pivot data
+    assert N * NB * 8 <= rec['bytes_max'] < 2 * N * NB * 8
+    assert 0 < rec['bytes_min'] <= rec['bytes_max']
+    assert 0 < rec['recv_over_memcpy_lq'] <= rec['recv_over_memcpy_median']
+
+
+def test_one_rank_has_no_panel_to_receive(xhpl, tmp_path):
+    rec = panels(xhpl, tmp_path, 1, 1)
+    assert rec == {'messages': 0, 'kept_all': True}
