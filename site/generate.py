@@ -111,7 +111,7 @@ FAMILY = {
 # the project's lam-mpi recipe): flag -> variants. A flag with no variant is kept as a comment.
 FLAG_VARIANTS = {
     'mpich': {'--with-device=ch3:sock': 'device=ch3:sock netmod=tcp',   # else libfabric comes in
-              '--disable-fortran': '~fortran'},
+              '--disable-fortran': '~fortran', '--disable-romio': '~romio'},
     'lam': {'--with-rsh=ssh -x': 'rsh=ssh', '--enable-shared': '+shared',
             '--disable-static': '', '--without-fc': '~fortran', '--without-romio': '~romio',
             **{f'--with-rpi={r}': f'rpi={r}' for r in ('usysv', 'sysv', 'tcp', 'lamd')}},
