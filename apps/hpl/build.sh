@@ -134,7 +134,7 @@ for c in tb_version tb_bind; do
     "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$HERE/../common/$c.c" -o "$WORK/$c.o"
 done
 # The panels' time inside MPI (panel_time.c): HPL's MPI_Iprobe and MPI_Recv are wrapped.
-"$CC_W" -std=c99 -O2 -Wall -Wextra -c "$HERE/panel_time.c" -o "$WORK/panel_time.o"
+"$CC_W" -std=c11 -O2 -Wall -Wextra -c "$HERE/panel_time.c" -o "$WORK/panel_time.o"
 "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$HERE/../common/tb_median.c" -o "$WORK/tb_median.o"
 objs="$WORK/xhpl_main.o $WORK/panel_time.o $WORK/tb_version.o $WORK/tb_bind.o $WORK/tb_median.o"
 if [ -n "$EXTRA" ]; then

@@ -1,4 +1,4 @@
-/* xhpl: the time inside MPI of every panel this rank receives, over memcpy of the same bytes.
+/* xhpl: the time inside MPI of every panel this rank receives, over copies of the same bytes.
  *
  * Why: HPL's Gflop/s holds its communication diluted by its arithmetic (MPI is 5-12 % of a
  * 1x2 run's time here), so a 1.5x slower library moves it by a few percent, inside the
@@ -11,17 +11,36 @@
  * come here and go on to the library's (__real_*: the dynamic symbol, which a preloaded
  * library such as apps/slowdown still interposes). An MPI_Recv right after a successful
  * MPI_Iprobe of the same source, tag and communicator is timed on tb_now_s; every other
- * MPI_Recv passes through untimed. After HPL, panel_time_report() times memcpy of each
- * received size on this rank (warm, the lower quartile of 9 copies) and rank 0 prints
+ * MPI_Recv passes through untimed. After HPL, panel_time_report() times copies of each
+ * received size on this rank, each the lower quartile of 9 (after one untimed):
+ *   - memcpy: a warm copy within this rank's core;
+ *   - xcopy: one copy out of a shared buffer that the partner rank (rank ^ 1, on the same
+ *     host) has just written, so the bytes move from the partner's core to this one;
+ *   - pipe: the partner copies the bytes in by 32 KiB chunks, publishing each, while this rank
+ *     copies each published chunk out, both cores at once, as a library's shared-memory path
+ *     (and apps/p2p/tr_shm.c) does.
+ * Why the two copies between cores: one clean run found the transfers 0.66-0.91x their usual
+ * time for an hour, and memcpy within a core unchanged (docs/measurement.md); whether a copy
+ * between the cores moves with the transfers is what xcopy and pipe are recorded to show.
+ * Rank 0 prints
  *   HPL-PANELS {"messages":n,"bytes_min":..,"bytes_max":..,"recv_over_memcpy_lq":..,
  *               "recv_over_memcpy_median":..,"recv_mb_s_median":..,
- *               "memcpy_mb_s_median":..,"kept_all":true|false}
- * over every panel of every rank (n = 0 on one rank: no broadcast); the two rates, in
- * MB/s = 10^6 bytes per second, say which side of the ratio moved. */
+ *               "memcpy_mb_s_median":..,"xcopy_messages":m,"recv_over_xcopy_lq":..,
+ *               "recv_over_xcopy_median":..,"xcopy_mb_s_median":..,"recv_over_pipe_lq":..,
+ *               "recv_over_pipe_median":..,"pipe_mb_s_median":..,"kept_all":true|false}
+ * over every panel of every rank (n = 0 on one rank: no broadcast; m = 0 where no partner
+ * shares the host, and the xcopy and pipe fields are then left out); the rates, in MB/s =
+ * 10^6 bytes per second, say which side of a ratio moved. */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <mpi.h>
 #include "../common/tb_clock.h"
 #include "../common/tb_median.h"
@@ -72,10 +91,11 @@ int __wrap_MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag
     return rc;
 }
 
-/* Warm memcpy of `bytes` (buffers touched by the first copy), the lower quartile of 9. */
+enum { COPIES = 9 };   /* timed copies per size, after one untimed */
+
+/* Warm memcpy of `bytes` (buffers touched by the untimed copy), the lower quartile of 9. */
 static double memcpy_s(char *dst, const char *src, long bytes)
 {
-    enum { COPIES = 9 };
     double t[COPIES];
     memcpy(dst, src, (size_t)bytes);
     for (int k = 0; k < COPIES; k++) {
@@ -88,6 +108,168 @@ static double memcpy_s(char *dst, const char *src, long bytes)
     return t[COPIES / 4];
 }
 
+#define LINE 64
+#define CHUNK 32768L    /* the pipeline's step, as apps/p2p/tr_shm.c */
+
+/* The shared segment: a count of the bytes ever published (never reset), then the bytes. */
+struct xbuf {
+    _Alignas(LINE) _Atomic uint64_t ready;
+    char pad[LINE - sizeof(uint64_t)];
+    unsigned char data[];
+};
+
+/* One side of a copy of `bytes` between the pair's cores, the reader's lower quartile of 9
+ * (after an untimed one that maps the pages), 0 on the writer; the barriers are outside the
+ * time. piped = 0: the writer fills the buffer, then the reader copies it out (one copy);
+ * piped = 1: the writer copies `src` in by 32 KiB chunks, publishing each, while the reader
+ * copies each published chunk out (two copies at once, as a shared-memory path does). */
+static double xcopy_s(MPI_Comm pair, int reader, struct xbuf *x, unsigned char *src,
+                      unsigned char *dst, long bytes, int piped, uint64_t *published)
+{
+    double t[COPIES + 1];
+    for (int k = 0; k <= COPIES; k++) {
+        if (!reader)
+            memset(piped ? src : x->data, 1 + k, (size_t)bytes);   /* in the writer's cache */
+        MPI_Barrier(pair);
+        uint64_t base = *published;
+        double t0 = tb_now_s();
+        for (long off = 0; off < bytes; off += CHUNK) {
+            long len = bytes - off < CHUNK ? bytes - off : CHUNK;
+            if (!piped) {
+                if (reader)
+                    memcpy(dst, x->data, (size_t)bytes);
+                break;
+            }
+            if (reader) {
+                for (long spins = 1; atomic_load_explicit(&x->ready, memory_order_acquire) <
+                                     base + (uint64_t)(off + len); spins++)
+                    if (spins % 4096 == 0)
+                        sched_yield();      /* more ranks than cores: let the writer run */
+                memcpy(dst + off, x->data + off, (size_t)len);
+            } else {
+                memcpy(x->data + off, src + off, (size_t)len);
+                atomic_store_explicit(&x->ready, base + (uint64_t)(off + len),
+                                      memory_order_release);
+            }
+        }
+        t[k] = tb_now_s() - t0;
+        __asm__ __volatile__("" : : "r"(dst) : "memory");
+        *published = base + (piped ? (uint64_t)bytes : 0);
+        MPI_Barrier(pair);                                 /* read before the next write */
+    }
+    if (!reader)
+        return 0;
+    tb_median(t + 1, COPIES);
+    return t[1 + COPIES / 4];
+}
+
+/* The xcopy and pipe times of each of this rank's panels, from its partner (rank ^ 1), in
+ * xs[2 i] and xs[2 i + 1]; returns 1, or 0 where there is no partner on this host or no shared
+ * buffer (both ranks of a pair return the same). Collective over comm (MPI_Comm_split). */
+static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    int partner = rank ^ 1;
+    MPI_Comm pair;
+    MPI_Comm_split(comm, partner < size ? rank / 2 : MPI_UNDEFINED, rank, &pair);
+    if (pair == MPI_COMM_NULL)
+        return 0;
+    int me = rank & 1, other = 1 - me, tag = 0x7b;
+    /* the host, this rank's panel sizes, the creator's pid (it names the buffer) */
+    char host[MPI_MAX_PROCESSOR_NAME] = "", host2[MPI_MAX_PROCESSOR_NAME] = "";
+    int len;
+    MPI_Get_processor_name(host, &len);
+    MPI_Sendrecv(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, other, tag, host2,
+                 MPI_MAX_PROCESSOR_NAME, MPI_CHAR, other, tag, pair, MPI_STATUS_IGNORE);
+    long mine[3] = {n_panels, (long)getpid(), 1}, theirs[3];
+    for (int i = 0; i < n_panels; i++)
+        mine[2] = panels[i].bytes > mine[2] ? panels[i].bytes : mine[2];
+    MPI_Sendrecv(mine, 3, MPI_LONG, other, tag, theirs, 3, MPI_LONG, other, tag, pair,
+                 MPI_STATUS_IGNORE);
+    int ok = strcmp(host, host2) == 0;
+    long cap = mine[2] > theirs[2] ? mine[2] : theirs[2];
+    char name[64];
+    snprintf(name, sizeof name, "/tb-panels-%ld", me == 0 ? mine[1] : theirs[1]);
+    char *shared = MAP_FAILED;
+    size_t seglen = sizeof(struct xbuf) + (size_t)cap;
+    int created = 0;
+    /* the even rank creates the buffer, the odd one maps it, the even one unlinks the name */
+    for (int step = 0; step < 2 && ok; step++) {
+        if (me == step) {
+            int fd = shm_open(name, step == 0 ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
+            created = created || (step == 0 && fd >= 0);
+            if (fd >= 0 && (step == 1 || ftruncate(fd, (off_t)seglen) == 0))
+                shared = mmap(NULL, seglen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (fd >= 0)
+                close(fd);
+        }
+        int mapped = me != step || shared != MAP_FAILED, both;
+        MPI_Allreduce(&mapped, &both, 1, MPI_INT, MPI_MIN, pair);
+        ok = both;
+    }
+    if (created)
+        shm_unlink(name);                                  /* the pair has it mapped: no leftover */
+    if (ok) {
+        long *sizes = malloc(sizeof(long) * (size_t)(theirs[0] > 0 ? theirs[0] : 1));
+        long *own = malloc(sizeof(long) * (size_t)(n_panels > 0 ? n_panels : 1));
+        unsigned char *src = malloc((size_t)cap);
+        for (int i = 0; i < n_panels && own; i++)
+            own[i] = panels[i].bytes;
+        int have = sizes && own && src, both;
+        MPI_Allreduce(&have, &both, 1, MPI_INT, MPI_MIN, pair);
+        ok = both;
+        if (ok)
+            MPI_Sendrecv(own, n_panels, MPI_LONG, other, tag, sizes, (int)theirs[0], MPI_LONG,
+                         other, tag, pair, MPI_STATUS_IGNORE);
+        /* the even rank reads its panels' sizes first, then the odd rank */
+        struct xbuf *x = (struct xbuf *)shared;
+        uint64_t published = 0;
+        if (ok && me == 0)
+            atomic_store(&x->ready, 0);
+        if (ok)
+            MPI_Barrier(pair);
+        for (int turn = 0; turn < 2 && ok; turn++) {
+            int reader = me == turn;
+            long n = reader ? n_panels : theirs[0];
+            for (long i = 0; i < n; i++)
+                for (int piped = 0; piped < 2; piped++) {
+                    double s = xcopy_s(pair, reader, x, src, (unsigned char *)dst,
+                                       reader ? own[i] : sizes[i], piped, &published);
+                    if (reader)
+                        xs[2 * i + piped] = s;
+                }
+        }
+        free(src);
+        free(own);
+        free(sizes);
+    }
+    if (shared != MAP_FAILED)
+        munmap(shared, seglen);
+    MPI_Comm_free(&pair);
+    return ok;
+}
+
+/* per panel: recv/memcpy, recv MB/s, memcpy MB/s, recv/xcopy, xcopy MB/s, recv/pipe, pipe MB/s */
+enum { COLS = 7 };
+
+/* Column c of rank 0's table over the panels that have it (xcopy columns: >= 0): its median,
+ * and its lower quartile in *lq; the count in *n. */
+static double column(const double *every, int rows, int c, double *lq, int *n)
+{
+    double *col = malloc(sizeof(double) * (rows > 0 ? rows : 1));
+    *n = 0;
+    for (int i = 0; i < rows && col; i++)
+        if (every[COLS * i + c] >= 0)
+            col[(*n)++] = every[COLS * i + c];
+    double med = *n ? tb_median(col, *n) : 0;             /* sorts col */
+    *lq = *n ? col[*n / 4] : 0;
+    int kept = col != NULL;
+    free(col);
+    return kept ? med : -1;
+}
+
 void panel_time_report(MPI_Comm comm)
 {
     int rank, size;
@@ -98,18 +280,30 @@ void panel_time_report(MPI_Comm comm)
         if (panels[i].bytes > most)
             most = panels[i].bytes;
     char *src = malloc((size_t)most), *dst = malloc((size_t)most);
-    /* per panel: [0] recv over memcpy, [1] recv MB/s, [2] memcpy MB/s */
-    double *fig = malloc(sizeof(double) * 3 * (n_panels > 0 ? n_panels : 1));
-    int ok = src && dst && fig;
+    double *fig = malloc(sizeof(double) * COLS * (n_panels > 0 ? n_panels : 1));
+    double *xs = malloc(sizeof(double) * 2 * (n_panels > 0 ? n_panels : 1));
+    int ok = src && dst && fig && xs;
     if (ok) {
         memset(src, 0x5a, (size_t)most);
         for (int i = 0; i < n_panels; i++) {
             double copy = memcpy_s(dst, src, panels[i].bytes);
-            fig[3 * i] = panels[i].s / copy;
-            fig[3 * i + 1] = 1e-6 * (double)panels[i].bytes / panels[i].s;
-            fig[3 * i + 2] = 1e-6 * (double)panels[i].bytes / copy;
+            fig[COLS * i] = panels[i].s / copy;
+            fig[COLS * i + 1] = 1e-6 * (double)panels[i].bytes / panels[i].s;
+            fig[COLS * i + 2] = 1e-6 * (double)panels[i].bytes / copy;
+            for (int c = 3; c < COLS; c++)
+                fig[COLS * i + c] = -1;                    /* no xcopy (yet) */
         }
     }
+    /* collective, so every rank takes part; one without buffers reads into none */
+    int all_ok;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    if (all_ok && xcopy_panels(comm, dst, xs))
+        for (int i = 0; i < n_panels; i++) {
+            for (int piped = 0; piped < 2; piped++) {
+                fig[COLS * i + 3 + 2 * piped] = panels[i].s / xs[2 * i + piped];
+                fig[COLS * i + 4 + 2 * piped] = 1e-6 * (double)panels[i].bytes / xs[2 * i + piped];
+            }
+        }
     long least = most;
     for (int i = 0; i < n_panels; i++)
         if (panels[i].bytes < least)
@@ -121,7 +315,7 @@ void panel_time_report(MPI_Comm comm)
     long all[4];
     MPI_Allreduce(mine, all, 4, MPI_LONG, MPI_MAX, comm);
     int *counts = rank == 0 ? malloc(sizeof(int) * size) : NULL;
-    int n = 3 * (int)mine[0];
+    int n = COLS * (int)mine[0];
     MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, comm);
     double *every = NULL;
     int total = 0, *offsets = NULL;
@@ -135,24 +329,27 @@ void panel_time_report(MPI_Comm comm)
     }
     MPI_Gatherv(fig, n, MPI_DOUBLE, every, counts, offsets, MPI_DOUBLE, 0, comm);
     if (rank == 0) {
-        int panels_all = total / 3;
-        printf("HPL-PANELS {\"messages\":%d", panels_all);
-        if (panels_all > 0) {
-            /* each column of the table, sorted in turn */
-            double *col = malloc(sizeof(double) * panels_all), med[3], lq = 0;
-            for (int c = 0; c < 3 && col; c++) {
-                for (int i = 0; i < panels_all; i++)
-                    col[i] = every[3 * i + c];
-                med[c] = tb_median(col, panels_all);      /* sorts col */
-                if (c == 0)
-                    lq = col[panels_all / 4];
-            }
-            if (col)
-                printf(",\"bytes_min\":%ld,\"bytes_max\":%ld,\"recv_over_memcpy_lq\":%.4g,"
-                       "\"recv_over_memcpy_median\":%.4g,\"recv_mb_s_median\":%.5g,"
-                       "\"memcpy_mb_s_median\":%.5g", -all[2], all[3], lq, med[0], med[1],
-                       med[2]);
-            free(col);
+        int rows = total / COLS, got;
+        double lq, xlq, unused;
+        printf("HPL-PANELS {\"messages\":%d", rows);
+        if (rows > 0) {
+            double ratio = column(every, rows, 0, &lq, &got);
+            double recv = column(every, rows, 1, &unused, &got);
+            double copy = column(every, rows, 2, &unused, &got);
+            printf(",\"bytes_min\":%ld,\"bytes_max\":%ld,\"recv_over_memcpy_lq\":%.4g,"
+                   "\"recv_over_memcpy_median\":%.4g,\"recv_mb_s_median\":%.5g,"
+                   "\"memcpy_mb_s_median\":%.5g", -all[2], all[3], lq, ratio, recv, copy);
+            double xratio = column(every, rows, 3, &xlq, &got);
+            double xrate = column(every, rows, 4, &unused, &got);
+            printf(",\"xcopy_messages\":%d", got);
+            if (got > 0)
+                printf(",\"recv_over_xcopy_lq\":%.4g,\"recv_over_xcopy_median\":%.4g,"
+                       "\"xcopy_mb_s_median\":%.5g", xlq, xratio, xrate);
+            double plq, pratio = column(every, rows, 5, &plq, &got);
+            double prate = column(every, rows, 6, &unused, &got);
+            if (got > 0)
+                printf(",\"recv_over_pipe_lq\":%.4g,\"recv_over_pipe_median\":%.4g,"
+                       "\"pipe_mb_s_median\":%.5g", plq, pratio, prate);
         }
         printf(",\"kept_all\":%s}\n", all[1] ? "false" : "true");
         fflush(stdout);
@@ -160,6 +357,7 @@ void panel_time_report(MPI_Comm comm)
     free(every);
     free(offsets);
     free(counts);
+    free(xs);
     free(fig);
     free(dst);
     free(src);

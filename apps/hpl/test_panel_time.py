@@ -1,6 +1,7 @@
-"""xhpl's HPL-PANELS record, the figures behind HplRun.panel_over_memcpy: on two ranks one
-timed MPI_Recv per panel of the factorisation (the other rank receives each one), none on one
-rank. Asserts no speed. Builds xhpl with MPICH's wrapper through build.sh (its cache keeps
+"""xhpl's HPL-PANELS record, the figures behind HplRun.panel_over_memcpy and panel_over_xcopy:
+on two ranks one timed MPI_Recv per panel of the factorisation (the other rank receives each
+one), and two copies between the cores for each (xcopy, pipe) through a shared buffer that leaves no name behind; none
+on one rank. Asserts no speed. Builds xhpl with MPICH's wrapper through build.sh (its cache keeps
 the build) from the hpcc source the set-up fetched (/opt/mpi-testbed/src/hpcc).
 Run: python3 -m pytest -q apps/hpl/test_panel_time.py."""
 import json
@@ -52,6 +53,18 @@ def test_two_ranks_time_one_receive_per_panel(xhpl, tmp_path):
     assert N * NB * 8 <= rec['bytes_max'] < 2 * N * NB * 8
     assert 0 < rec['bytes_min'] <= rec['bytes_max']
     assert 0 < rec['recv_over_memcpy_lq'] <= rec['recv_over_memcpy_median']
+    # both ranks share this host: every panel has its copy between the two cores
+    assert rec['xcopy_messages'] == rec['messages']
+    assert 0 < rec['recv_over_xcopy_lq'] <= rec['recv_over_xcopy_median']
+    assert rec['xcopy_mb_s_median'] > 0
+    assert 0 < rec['recv_over_pipe_lq'] <= rec['recv_over_pipe_median']
+    assert rec['pipe_mb_s_median'] > 0
+
+
+def test_xcopy_leaves_no_shared_buffer(xhpl, tmp_path):
+    before = set(os.listdir('/dev/shm'))
+    panels(xhpl, tmp_path, 1, 2)
+    assert not [n for n in set(os.listdir('/dev/shm')) - before if n.startswith('tb-panels-')]
 
 
 def test_one_rank_has_no_panel_to_receive(xhpl, tmp_path):

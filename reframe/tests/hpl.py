@@ -18,7 +18,13 @@ by its arithmetic. Each panel a rank receives in HPL's broadcast is timed inside
 memcpy of the same bytes on that rank just after the run; the figure is the lower quartile over
 every panel of every rank (apps/hpl/panel_time.c, record HPL-PANELS). MPI is 5-12 % of a 1x2
 run's time, so a 2x slower library moves the efficiency by a few percent; it moves this figure
-by about the factor.
+by about the factor. With every rank on one host, two more baselines time the same bytes
+moving between the two ranks' cores: panel_over_xcopy (one copy out of a shared buffer the
+partner has just written) and panel_over_pipe (the partner copies in by 32 KiB chunks while
+this rank copies out, as a shared-memory path does). Why: a clean run once found every
+panel_over_memcpy 0.66-0.91x its value for an hour, the transfers faster and memcpy within a
+core not; whether a copy between the cores moves with the transfers is what these two figures
+are recorded to show. They are reported (no rows yet, docs/measurement.md).
 """
 import os
 import shlex
@@ -105,7 +111,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     build = fixture(HplBuild, scope='environment')
     tags = {'hpl', 'app'}
     #: made on the Intel Xeon VM only so far: asserted where the machine type has a row
-    optional_portable = ['panel_over_memcpy']
+    optional_portable = ['panel_over_memcpy', 'panel_over_xcopy', 'panel_over_pipe']
 
     @run_after('init')
     def set_grid(self):
@@ -125,7 +131,9 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         if not self.assert_performance:
             return []
         return [f'{what}_N{n}' for n in self.ns for what in ('gflops', 'time', 'efficiency')] \
-            + ['dgemm_gflops'] + (['panel_over_memcpy'] if self.num_tasks > 1 else [])
+            + ['dgemm_gflops'] \
+            + (['panel_over_memcpy', 'panel_over_xcopy', 'panel_over_pipe']
+               if self.num_tasks > 1 else [])
 
     @run_after('setup')
     def drop_references(self):
@@ -152,7 +160,14 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                            {f'efficiency_N{n}': ('ratio', self._field(n, 'gflops') /
                                                  (cores * dgemm)) for n in self.ns} |
                            ({'panel_over_memcpy': ('ratio', self._panels('recv_over_memcpy_lq'))}
-                            if self.num_tasks > 1 else {}))
+                            if self.num_tasks > 1 else {}) |
+                           ({'panel_over_xcopy': ('ratio', self._panels('recv_over_xcopy_lq')),
+                             'panel_over_pipe': ('ratio', self._panels('recv_over_pipe_lq'))}
+                            if self._one_host() else {}))
+
+    def _one_host(self):
+        """Every rank of a grid of more than one on this node: the xcopy baseline needs it."""
+        return self.num_tasks > 1 and (self.num_tasks_per_node or self.num_tasks) >= self.num_tasks
 
     @sn.deferrable
     def _panels(self, field):
@@ -170,6 +185,8 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             return f'HPL-PANELS timed no panel on {self.num_tasks} ranks: {rec}'
         if not rec.get('kept_all', False):
             return f'HPL-PANELS did not keep every panel: {rec}'
+        if self._one_host() and rec.get('xcopy_messages') != rec.get('messages'):
+            return f'HPL-PANELS has no xcopy for every panel, with every rank on one host: {rec}'
         return True
 
     def _baseline(self, name):
