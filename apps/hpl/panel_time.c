@@ -133,13 +133,10 @@ static double xcopy_s(MPI_Comm pair, int reader, struct xbuf *x, unsigned char *
         MPI_Barrier(pair);
         uint64_t base = *published;
         double t0 = tb_now_s();
-        for (long off = 0; off < bytes; off += CHUNK) {
+        if (!piped && reader)
+            memcpy(dst, x->data, (size_t)bytes);
+        for (long off = 0; piped && off < bytes; off += CHUNK) {
             long len = bytes - off < CHUNK ? bytes - off : CHUNK;
-            if (!piped) {
-                if (reader)
-                    memcpy(dst, x->data, (size_t)bytes);
-                break;
-            }
             if (reader) {
                 for (long spins = 1; atomic_load_explicit(&x->ready, memory_order_acquire) <
                                      base + (uint64_t)(off + len); spins++)
@@ -223,13 +220,13 @@ static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
         if (ok)
             MPI_Sendrecv(own, n_panels, MPI_LONG, other, tag, sizes, (int)theirs[0], MPI_LONG,
                          other, tag, pair, MPI_STATUS_IGNORE);
-        /* the even rank reads its panels' sizes first, then the odd rank */
         struct xbuf *x = (struct xbuf *)shared;
         uint64_t published = 0;
         if (ok && me == 0)
             atomic_store(&x->ready, 0);
         if (ok)
-            MPI_Barrier(pair);
+            MPI_Barrier(pair);                             /* the count is 0 before any copy */
+        /* the even rank reads its panels' sizes first, then the odd rank */
         for (int turn = 0; turn < 2 && ok; turn++) {
             int reader = me == turn;
             long n = reader ? n_panels : theirs[0];
