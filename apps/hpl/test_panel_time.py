@@ -1,8 +1,9 @@
-"""xhpl's HPL-PANELS record, the figures behind HplRun.panel_over_memcpy and panel_over_xcopy:
-on two ranks one timed MPI_Recv per panel of the factorisation (the other rank receives each
-one), and two copies between the cores for each (xcopy, pipe) through a shared buffer that leaves no name behind; none
-on one rank. Asserts no speed. Builds xhpl with MPICH's wrapper through build.sh (its cache keeps
-the build) from the hpcc source the set-up fetched (/opt/mpi-testbed/src/hpcc).
+"""xhpl's HPL-PANELS record, the figures behind HplRun.panel_over_memcpy, panel_over_xcopy and
+panel_over_pipe: on two ranks one timed MPI_Recv per panel of the factorisation (the other rank
+receives each one) and two copies of each between the cores (xcopy, pipe) through a shared
+buffer that leaves no name behind; none on one rank. Asserts no speed. Builds xhpl with
+MPICH's wrapper through build.sh (its cache keeps the build) from the hpcc source the set-up
+fetched (/opt/mpi-testbed/src/hpcc).
 Run: python3 -m pytest -q apps/hpl/test_panel_time.py."""
 import json
 import os

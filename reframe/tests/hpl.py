@@ -166,7 +166,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                             if self._one_host() else {}))
 
     def _one_host(self):
-        """Every rank of a grid of more than one on this node: the xcopy baseline needs it."""
+        """Every rank of a grid of more than one on this node: the copies between cores need it."""
         return self.num_tasks > 1 and (self.num_tasks_per_node or self.num_tasks) >= self.num_tasks
 
     @sn.deferrable
