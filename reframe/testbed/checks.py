@@ -541,11 +541,11 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
         self.machine_type, self.machine_id = rec['machine_type'], rec['machine_id']
         self.machine_record = json.dumps(rec, sort_keys=True)
         path = REFERENCES / self.reference_file
-        names = [n for n in self.perf_variable_names() if n not in self.report_only]
+        every = self.perf_variable_names()
+        names = [n for n in every if n not in self.report_only]
         # every portable figure, asserted or only reported: the report says which ones travel,
         # so that `references update` and `transfer` can make or widen rows from any run
-        self.portable_variables = [n for n in self.perf_variable_names()
-                                   if self.portable_variable(n)]
+        self.portable_variables = [n for n in every if self.portable_variable(n)]
         try:        # read (and so validate) the file even when nothing will be asserted
             table, missing, _ = references.for_test(
                 path, self.current_system.name, self.current_partition.name, rec,
