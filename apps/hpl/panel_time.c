@@ -25,12 +25,14 @@
  * Rank 0 prints
  *   HPL-PANELS {"messages":n,"bytes_min":..,"bytes_max":..,"recv_over_memcpy_lq":..,
  *               "recv_over_memcpy_median":..,"recv_mb_s_median":..,
- *               "memcpy_mb_s_median":..,"xcopy_messages":m,"recv_over_xcopy_lq":..,
+ *               "memcpy_mb_s_median":..,"paired_messages":k,"xcopy_messages":m,
+ *               "recv_over_xcopy_lq":..,
  *               "recv_over_xcopy_median":..,"xcopy_mb_s_median":..,"recv_over_pipe_lq":..,
  *               "recv_over_pipe_median":..,"pipe_mb_s_median":..,"kept_all":true|false}
- * over every panel of every rank (n = 0 on one rank: no broadcast; m = 0 where no partner
- * shares the host, and the xcopy and pipe fields are then left out); the rates, in MB/s =
- * 10^6 bytes per second, say which side of a ratio moved. */
+ * over every panel of every rank (n = 0 on one rank: no broadcast; k of the n are on ranks
+ * with a partner, all but the last rank's of an odd count; m = k where every pair shares a
+ * host, m = 0 where none does, and the xcopy and pipe fields are then left out); the rates,
+ * in MB/s = 10^6 bytes per second, say which side of a ratio moved. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <sched.h>
@@ -328,6 +330,10 @@ void panel_time_report(MPI_Comm comm)
     if (rank == 0) {
         int rows = total / COLS, got;
         double lq, xlq, unused;
+        /* the panels of ranks with a partner: an odd count's last rank has none */
+        int paired = 0;
+        for (int r = 0; r < size; r++)
+            paired += (r ^ 1) < size ? counts[r] / COLS : 0;
         printf("HPL-PANELS {\"messages\":%d", rows);
         if (rows > 0) {
             double ratio = column(every, rows, 0, &lq, &got);
@@ -338,7 +344,7 @@ void panel_time_report(MPI_Comm comm)
                    "\"memcpy_mb_s_median\":%.5g", -all[2], all[3], lq, ratio, recv, copy);
             double xratio = column(every, rows, 3, &xlq, &got);
             double xrate = column(every, rows, 4, &unused, &got);
-            printf(",\"xcopy_messages\":%d", got);
+            printf(",\"paired_messages\":%d,\"xcopy_messages\":%d", paired, got);
             if (got > 0)
                 printf(",\"recv_over_xcopy_lq\":%.4g,\"recv_over_xcopy_median\":%.4g,"
                        "\"xcopy_mb_s_median\":%.5g", xlq, xratio, xrate);

@@ -55,7 +55,7 @@ def test_two_ranks_time_one_receive_per_panel(xhpl, tmp_path):
     assert 0 < rec['bytes_min'] <= rec['bytes_max']
     assert 0 < rec['recv_over_memcpy_lq'] <= rec['recv_over_memcpy_median']
     # both ranks share this host: every panel has its copy between the two cores
-    assert rec['xcopy_messages'] == rec['messages']
+    assert rec['xcopy_messages'] == rec['paired_messages'] == rec['messages']
     assert 0 < rec['recv_over_xcopy_lq'] <= rec['recv_over_xcopy_median']
     assert rec['xcopy_mb_s_median'] > 0
     assert 0 < rec['recv_over_pipe_lq'] <= rec['recv_over_pipe_median']
@@ -66,6 +66,15 @@ def test_xcopy_leaves_no_shared_buffer(xhpl, tmp_path):
     before = set(os.listdir('/dev/shm'))
     panels(xhpl, tmp_path, 1, 2)
     assert not [n for n in set(os.listdir('/dev/shm')) - before if n.startswith('tb-panels-')]
+
+
+def test_an_odd_count_leaves_the_last_rank_unpaired(xhpl, tmp_path):
+    # 1x3: ranks 0 and 1 are a pair, rank 2 has no partner; each rank receives the panels
+    # that the other two own, and only the pair's are copied between cores
+    rec = panels(xhpl, tmp_path, 1, 3)
+    assert rec['kept_all'] is True and rec['messages'] == 2 * (N // NB)
+    assert 0 < rec['paired_messages'] < rec['messages']
+    assert rec['xcopy_messages'] == rec['paired_messages']
 
 
 def test_one_rank_has_no_panel_to_receive(xhpl, tmp_path):
