@@ -50,6 +50,10 @@ W_MIN = 0.05
 W_MIN_PORTABLE = 0.15
 
 
+#: why derive() leaves a figure out when its band would accept MAX_FACTOR
+TOO_WIDE = 'spread too wide to assert'
+
+
 class ReferenceError(ValueError):
     """A reference file that cannot be used; the message names the file, line and field."""
 
@@ -303,7 +307,7 @@ def derive(report_paths, k=3.0, min_runs=3):
             continue
         w = tolerance(vals, k, W_MIN_PORTABLE if g['portable'] else W_MIN)
         if math.exp(w) >= MAX_FACTOR:
-            left_out.append((gkey, f'spread too wide to assert: a band of x{math.exp(w):.2f} '
+            left_out.append((gkey, f'{TOO_WIDE}: a band of x{math.exp(w):.2f} '
                                    f'from values {", ".join(f"{v:.4g}" for v in vals)}'))
             continue
         rows.append(dict(zip(KEY, gkey), value=f'{statistics.median(vals):.6g}',
@@ -431,6 +435,10 @@ def main(argv=None):
                          'so that a new figure gets rows without remaking the others')
     up.add_argument('--replace', action='store_true',
                     help='drop rows the reports do not measure (default: keep them)')
+    up.add_argument('--drop-too-wide', action='store_true',
+                    help='drop the rows of figures these reports spread too wide to assert '
+                         '(default: such a row is kept as it was): runs in a state the rows '
+                         'never saw can show that a figure cannot be asserted at all')
     tr = sub.add_parser('transfer', help="widen the shipped ratio rows to cover runs on "
                         "another machine of their type (values kept)")
     tr.add_argument('reports', nargs='+', help='ReFrame JSON run reports from that machine')
@@ -467,7 +475,9 @@ def main(argv=None):
             left_out = [(g, why) for g, why in left_out if g[-1] in args.variable]
         for gkey, why in left_out:
             print(f'not written: {"/".join(gkey)}: {why}')
-        if not rows:
+        too_wide = {g for g, why in left_out if why.startswith(TOO_WIDE)} \
+            if args.drop_too_wide else set()
+        if not rows and not too_wide:
             raise ReferenceError('no performance figures to write from ' +
                                  ', '.join(args.reports))
         by_file = {}
@@ -475,12 +485,21 @@ def main(argv=None):
             if not row.get('file'):
                 raise ReferenceError(f'test {row["test"]} names no reference_file')
             by_file.setdefault(row['file'], []).append(row)
+        if too_wide:        # the files that hold such rows are rewritten even with no new row
+            for path in sorted(Path(args.dir).glob('*.csv')):
+                if set(load(path)) & too_wide:
+                    by_file.setdefault(path.name, [])
         for name, file_rows in sorted(by_file.items()):
             path = Path(args.dir) / name
             keep = None if args.replace or not path.exists() else load(path)
+            dropped = sorted(set(keep or {}) & too_wide)
+            for key in dropped:
+                del keep[key]
+                print(f'dropped: {"/".join(key)}: {TOO_WIDE} over these reports')
             write(path, file_rows, keep)
             print(f'{path}: wrote {len(file_rows)} references from {len(args.reports)} '
-                  f'report(s); {len(left_out)} figure(s) left out (above)')
+                  f'report(s); {len(left_out)} figure(s) left out (above), {len(dropped)} '
+                  f'row(s) dropped')
         return 0
     except ReferenceError as err:
         print(f'error: {err}', file=sys.stderr)

@@ -136,6 +136,26 @@ def test_update_of_one_variable_writes_its_rows_and_keeps_the_others(tmp_path):
         assert (row.value == pytest.approx(1.0)) != changed
 
 
+def test_update_can_drop_the_rows_of_a_figure_new_runs_spread_too_wide(tmp_path):
+    # Rows made in one steady hour; runs in another state of the machine move the figure so
+    # far that no band under 2x holds both: with --drop-too-wide its rows go, the rest stay.
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    old = [fake_report(tmp_path, f'o{i}.json', f'o{i}', {'c': 1.0, 'd': 1.0}) for i in range(3)]
+    assert references.main(['update', '--dir', str(refs), *map(str, old)]) == 0
+    before = references.load(refs / 'p2p.csv')
+    new = [fake_report(tmp_path, f'n{i}.json', f'n{i}', {'c': v, 'd': 1.0})
+           for i, v in enumerate([1.9, 2.0])]
+    args = ['update', '--dir', str(refs), '--variable', 'time_over_shm', *map(str, old + new)]
+    assert references.main(args) == 0                 # without the option: kept as it was
+    assert set(references.load(refs / 'p2p.csv')) == set(before)
+    assert references.main(args[:1] + ['--drop-too-wide'] + args[1:]) == 0
+    after = references.load(refs / 'p2p.csv')
+    gone = set(before) - set(after)
+    assert gone and all(k[5] == 'c' and k[6] == 'time_over_shm' for k in gone)
+    assert set(after) == set(before) - gone
+
+
 def test_a_figure_that_missed_its_reference_still_counts(tmp_path):
     # A clean run whose figure missed is how the band learns the machine's real spread.
     reports = [fake_report(tmp_path, f'r{i}.json', f's{i}', {'c': v})

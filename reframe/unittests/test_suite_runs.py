@@ -175,6 +175,22 @@ def test_corrupted_link_fails_the_unitarity_check(workdir):
         stage_file(workdir, 'mpich-4_0', 'Su3Run', 'rfm_job.err')
 
 
+def test_su3_run_that_only_reports_lists_its_portable_figures(workdir):
+    # the README's quick pass reports su3 (assert_performance=false): its report must still
+    # say which figures travel, or `references update`/`transfer` cannot use the run; an
+    # oversubscribed run (4 ranks on 2 cores here) lists none
+    proc, cases = reframe(workdir, '-r', '-n', 'Su3Run.*%comm=isend', '-p', 'mpich-4_0',
+                          '-S', 'Su3Run.assert_performance=false', '-S', 'Su3Run.trajectories=3')
+    two, four = (tc for tc in sorted(
+        (tc for tc in json.loads((workdir / 'report.json').read_text())['runs'][-1]['testcases']
+         if tc['name'].startswith('Su3Run')), key=lambda tc: tc['num_tasks']))
+    assert two['result'] == 'pass', two.get('fail_reason')
+    assert 'gather_over_memcpy' in two['portable_variables']
+    assert any(k.endswith(':gather_over_memcpy') for k in two['perfvalues'])
+    if (os.cpu_count() or 1) < 4:
+        assert four['portable_variables'] == []
+
+
 def test_hpl_run_whose_residual_check_fails_is_failed(workdir):
     proc, cases = reframe(workdir, '-r', '-n', 'HplRun.*%grid=1x1', '-p', 'mpich-4_0',
                           '-S', 'HplRun.n_list=1800', '-S', 'HplRun.threshold=1e-30')
