@@ -268,9 +268,10 @@ def row_key(tc, system, partition, machine, var):
             tc['name'].split()[0], tc['reference_case'], var)
 
 
-def derive(report_paths, k=3.0, min_runs=3):
+def derive(report_paths, k=3.0, min_runs=3, portability=None):
     """Reference rows from run reports, each with the reference file its test names, and the
-    figures left out (too few runs, or a spread so wide that the row would accept 2x).
+    figures left out (too few runs, or a spread so wide that the row would accept 2x). A dict
+    given as `portability` gets, for every figure's row key, whether its row travels.
 
     value = median of the runs' figures; tolerance = `tolerance()` of this variable's own
     figures (never pooled with other variables)."""
@@ -301,6 +302,8 @@ def derive(report_paths, k=3.0, min_runs=3):
                     g['runs'].append(session)
     rows, left_out = [], []
     for gkey, g in sorted(groups.items()):
+        if portability is not None:
+            portability[gkey] = g['portable']
         vals = g['values']
         if len(vals) < min_runs:
             left_out.append((gkey, f'measured in {len(vals)} run(s), fewer than {min_runs}'))
@@ -467,9 +470,12 @@ def main(argv=None):
                     write(path, changed, table)
                     print(f'{path}: widened {len(changed)} row(s)')
             return 0
-        rows, left_out = derive(args.reports, args.k, args.min_runs)
+        portability = {}
+        rows, left_out = derive(args.reports, args.k, args.min_runs, portability)
         if args.only != 'all':
             rows = [r for r in rows if r['portable'] == (args.only == 'ratio')]
+            left_out = [(g, why) for g, why in left_out
+                        if portability[g] == (args.only == 'ratio')]
         if args.variable:
             rows = [r for r in rows if r['variable'] in args.variable]
             left_out = [(g, why) for g, why in left_out if g[-1] in args.variable]

@@ -149,6 +149,10 @@ def test_update_can_drop_the_rows_of_a_figure_new_runs_spread_too_wide(tmp_path)
     args = ['update', '--dir', str(refs), '--variable', 'time_over_shm', *map(str, old + new)]
     assert references.main(args) == 0                 # without the option: kept as it was
     assert set(references.load(refs / 'p2p.csv')) == set(before)
+    # --only absolute leaves the ratio rows alone, however wide their spread (here it then has
+    # nothing to do: an error, and the file as it was)
+    assert references.main(args[:1] + ['--drop-too-wide', '--only', 'absolute'] + args[1:]) == 2
+    assert set(references.load(refs / 'p2p.csv')) == set(before)
     assert references.main(args[:1] + ['--drop-too-wide'] + args[1:]) == 0
     after = references.load(refs / 'p2p.csv')
     gone = set(before) - set(after)
