@@ -127,8 +127,11 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             self.assert_performance = False
 
     def perf_variable_names(self):
-        """What ReferenceLookup looks up: nothing for a run that is only reported."""
-        if not self.assert_performance:
+        """What ReferenceLookup looks up (it asserts none when assert_performance is false,
+        and lists the portable ones in the report, so that a run that only reports them can
+        make or widen rows); nothing for an oversubscribed grid, whose figures say nothing of
+        the library. As Su3Run.perf_variable_names."""
+        if self.oversubscribed:
             return []
         return [f'{what}_N{n}' for n in self.ns for what in ('gflops', 'time', 'efficiency')] \
             + ['dgemm_gflops'] \

@@ -191,6 +191,15 @@ def test_su3_run_that_only_reports_lists_its_portable_figures(workdir):
         assert four['portable_variables'] == []
 
 
+def test_hpl_run_that_only_reports_lists_its_portable_figures(workdir):
+    # as su3 above: a 1x2 grid run with assert_performance=false still says what travels
+    proc, cases = reframe(workdir, '-r', '-n', 'HplRun.*%grid=1x2', '-p', 'mpich-4_0',
+                          '-S', 'HplRun.assert_performance=false', '-S', 'HplRun.n_list=1800')
+    tc = cases[('HplRun', 'mpich-4_0')]
+    assert tc['result'] == 'pass', tc.get('fail_reason')
+    assert {'efficiency_N1800', 'panel_over_memcpy'} <= set(tc['portable_variables'])
+
+
 def test_hpl_run_whose_residual_check_fails_is_failed(workdir):
     proc, cases = reframe(workdir, '-r', '-n', 'HplRun.*%grid=1x1', '-p', 'mpich-4_0',
                           '-S', 'HplRun.n_list=1800', '-S', 'HplRun.threshold=1e-30')
