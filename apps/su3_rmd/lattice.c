@@ -12,7 +12,7 @@ long prof_count[P_NCALLS];
 gather_log gather_logs[GATHER_SIZES];
 int gather_sizes, gather_log_full;
 
-static void log_gather(long bytes, double s)
+static void log_gather(long bytes, double s, int d, int dir)
 {
     int k = 0;
     while (k < gather_sizes && gather_logs[k].bytes != bytes)
@@ -23,7 +23,7 @@ static void log_gather(long bytes, double s)
     }
     gather_log *g = &gather_logs[k];
     if (k == gather_sizes) {
-        *g = (gather_log){ .bytes = bytes };
+        *g = (gather_log){ .bytes = bytes, .d = d, .dir = dir };
         gather_sizes++;
     }
     if (g->n == g->cap) {
@@ -171,28 +171,105 @@ int lattice_setup(lattice *lat, int rank)
     return 0;
 }
 
+/* One exchange: Irecv from the -s neighbour, then Ssend (the 2002 MILC build: synchronous send
+ * against a pre-posted Irecv) and Wait, or Isend and Waitall. The gathers count its calls in
+ * the profile; the exchanges timed alone after the run do not (`prof` 0). */
+#define CALL(prof, id, call) do { if (prof) PROF(id, call); else (void)(call); } while (0)
+static void exchange(lattice *lat, const void *send, void *recv, int count, int d, int s,
+                     int prof)
+{
+    int from = lat->nbr[d][s], to = lat->nbr[d][1 - s], tag = 2 * d + s;
+    MPI_Request req[2];
+    MPI_Status st[2];
+    CALL(prof, P_IRECV, MPI_Irecv(recv, count, MPI_DOUBLE, from, tag, MPI_COMM_WORLD, &req[0]));
+    if (lat->comm == COMM_SSEND) {
+        CALL(prof, P_SSEND, MPI_Ssend(send, count, MPI_DOUBLE, to, tag, MPI_COMM_WORLD));
+        CALL(prof, P_WAIT, MPI_Wait(&req[0], &st[0]));
+    } else {
+        CALL(prof, P_ISEND, MPI_Isend(send, count, MPI_DOUBLE, to, tag, MPI_COMM_WORLD,
+                                      &req[1]));
+        CALL(prof, P_WAITALL, MPI_Waitall(2, req, st));
+    }
+}
+
 void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv)
 {
     if (lat->grid[d] == 1)
         return; /* neighbours wrap around on this rank */
-    int n = lat->face[d] * per, from = lat->nbr[d][s], to = lat->nbr[d][1 - s];
-    int count = n * 18, tag = 2 * d + s; /* 18 doubles per matrix */
+    int count = lat->face[d] * per * 18; /* 18 doubles per matrix */
     const int *list = lat->sendlist[d][s];
     for (int f = 0; f < lat->face[d]; f++)
         for (int k = 0; k < per; k++)
             lat->sendbuf[f * per + k] = field[(long)list[f] * per + k];
-    MPI_Request req[2];
-    MPI_Status st[2];
     double t0 = tb_now_s();
-    PROF(P_IRECV, MPI_Irecv(recv, count, MPI_DOUBLE, from, tag, MPI_COMM_WORLD, &req[0]));
-    if (lat->comm == COMM_SSEND) {
-        /* the 2002 MILC build: synchronous send against a pre-posted Irecv */
-        PROF(P_SSEND, MPI_Ssend(lat->sendbuf, count, MPI_DOUBLE, to, tag, MPI_COMM_WORLD));
-        PROF(P_WAIT, MPI_Wait(&req[0], &st[0]));
-    } else {
-        PROF(P_ISEND, MPI_Isend(lat->sendbuf, count, MPI_DOUBLE, to, tag,
-                                MPI_COMM_WORLD, &req[1]));
-        PROF(P_WAITALL, MPI_Waitall(2, req, st));
+    exchange(lat, lat->sendbuf, recv, count, d, s, 1);
+    log_gather((long)count * (long)sizeof(double), tb_now_s() - t0, d, s);
+}
+
+/* `reps` exchanges of gather log g in a row; seconds per exchange. */
+static double exchanges(lattice *lat, const gather_log *g, double *recv, int reps)
+{
+    int count = (int)(g->bytes / (long)sizeof(double));
+    double t0 = tb_now_s();
+    for (int r = 0; r < reps; r++)
+        exchange(lat, lat->sendbuf, recv, count, g->d, g->dir, 0);
+    return (tb_now_s() - t0) / reps;
+}
+
+/* The payload a rank sends in sample j of the exchanges timed alone. */
+static double payload(int rank, int j, long i) { return rank * 1e9 + j * 1e6 + (double)i; }
+
+int time_exchanges(lattice *lat, int samples, double *t, int *reps, int *bad)
+{
+    int rank;
+    long most = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (int k = 0; k < gather_sizes; k++)
+        most = gather_logs[k].bytes > most ? gather_logs[k].bytes : most;
+    /* recv takes the timed messages, spare the untimed ones; sendbuf holds the largest
+     * gather and is free now (the run's scratch) */
+    long n = most / (long)sizeof(double);
+    double *recv = malloc(2 * (size_t)most + 1), *spare = recv + n, *send = (double *)lat->sendbuf;
+    int ok = recv != NULL, all_ok;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) {
+        free(recv);
+        return -1;
     }
-    log_gather((long)count * (long)sizeof(double), tb_now_s() - t0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* Exchanges per sample: doubled until the slowest rank's sample lasts 1 ms. Each
+     * calibration round starts with one untimed exchange, as every sample does. */
+    for (int k = 0; k < gather_sizes; k++) {
+        double took = 0.0;
+        bad[k] = 0;
+        for (reps[k] = 1; reps[k] < (1 << 20); reps[k] *= 2) {
+            exchanges(lat, &gather_logs[k], spare, 1);
+            double s = exchanges(lat, &gather_logs[k], recv, reps[k]) * reps[k];
+            MPI_Allreduce(&s, &took, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (took >= 1e-3)
+                break;
+        }
+    }
+    /* Passes over the sizes, so that a burst of noise touches every size a little. Each
+     * sample sends its own payload, written before and checked after the timing; its first
+     * exchange is untimed (into spare): it absorbs the ranks' skew. */
+    for (int j = 0; j < samples; j++)
+        for (int k = 0; k < gather_sizes; k++) {
+            const gather_log *g = &gather_logs[k];
+            long m = g->bytes / (long)sizeof(double);
+            for (long i = 0; i < m; i++)
+                send[i] = payload(rank, j, i);
+            if (lat->corrupt_exchange && rank == 0 && j == samples / 2)
+                send[m / 2] = -1.0;
+            exchanges(lat, g, spare, 1);
+            t[k * samples + j] = exchanges(lat, g, recv, reps[k]);
+            int from = lat->nbr[g->d][g->dir];
+            for (long i = 0; i < m; i++)
+                if (recv[i] != payload(from, j, i)) {
+                    bad[k]++;
+                    break;
+                }
+        }
+    free(recv);
+    return 0;
 }

@@ -27,6 +27,7 @@ typedef struct {
     long bytes;
     int n, cap;
     double *s;
+    int d, dir;        /* dimension and direction of its first gather: the exchange's */
 } gather_log;
 extern gather_log gather_logs[GATHER_SIZES];
 extern int gather_sizes, gather_log_full; /* sizes seen; 1 if a time could not be kept */
@@ -49,6 +50,7 @@ typedef struct {
     int *sendlist[4][2]; /* local sites sent by a gather from s along d */
     int comm;          /* COMM_ISEND or COMM_SSEND */
     su3 *sendbuf;
+    int corrupt_exchange; /* test only: rank 0 sends one wrong value in the exchanges */
 } lattice;
 
 /* Split the lattice over nranks (a power of two); 0 or -1 with msg set. */
@@ -60,6 +62,13 @@ long lattice_global_index(const lattice *lat, int i);
 /* Fill recv with the `per` matrices per site of field at the sites x+d
  * (s = PLUS) or x-d (s = MINUS) that lie on other ranks. */
 void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv);
+
+/* Each gather size's exchange alone, after the run: the gather's own calls, partners and
+ * bytes repeated back to back, so the ranks are in step and no time waits for a partner
+ * still computing. Collective. For gather_logs[k]: t[k * samples + j] the seconds per
+ * exchange of sample j on this rank, reps[k] exchanges per sample (each sample lasts at
+ * least 1 ms), bad[k] the samples whose last message arrived wrong. -1 without memory. */
+int time_exchanges(lattice *lat, int samples, double *t, int *reps, int *bad);
 
 /* The `per` matrices of field at the neighbour of site i. */
 static inline const su3 *nbr_site(const lattice *lat, const su3 *field,

@@ -27,7 +27,7 @@ static const int preset_tab[5][5] = {
 #define DEF_EPSILON 0.02
 
 typedef struct {
-    int L[4], traj, steps, preset, comm, corrupt, bind_self, alone;
+    int L[4], traj, steps, preset, comm, corrupt, corrupt_exchange, bind_self, alone;
     double beta, eps;
     unsigned long long seed;
     int set_traj; /* given explicitly: overrides the preset */
@@ -54,6 +54,8 @@ static const char *usage_text =
 "                          or Irecv+Ssend+Wait (the 2002 MILC build)\n"
 "  --corrupt-link          test only: spoil one link after trajectory 1 so the\n"
 "                          unitarity check must fail\n"
+"  --corrupt-exchange      test only: rank 0 sends one wrong value in the exchanges\n"
+"                          timed after the run, so their check must count it\n"
 "  --bind-self             pin rank r to the r-th CPU this process may use, for\n"
 "                          launchers that cannot bind (LAM)\n"
 "  --alone                 every rank evolves the whole lattice by itself, all\n"
@@ -116,6 +118,10 @@ static void parse_args(int argc, char **argv, options *o)
         }
         if (!strcmp(a, "--corrupt-link")) {
             o->corrupt = 1;
+            continue;
+        }
+        if (!strcmp(a, "--corrupt-exchange")) {
+            o->corrupt_exchange = 1;
             continue;
         }
         if (!strcmp(a, "--bind-self")) {
@@ -426,10 +432,12 @@ static double memcpy_seconds(long bytes)
 }
 
 /* One SU3-GATHER record per message size on rank 0: the gathers' count, the lower quartile
- * and median of their seconds inside MPI, and the memcpy baseline, each the largest over
- * the ranks (the slowest rank sets the pace). Collective; nothing where no gather crossed
- * ranks (one rank, --alone). Outside every timing. */
-static void report_gathers(void)
+ * and median of their seconds inside MPI, the same of the size's exchange timed alone
+ * (time_exchanges in lattice.c: the gather's calls in step, no wait for a partner still
+ * computing) with the samples whose message arrived wrong, and the memcpy baseline, each
+ * the largest over the ranks (the slowest rank sets the pace). Collective; nothing where no
+ * gather crossed ranks (one rank, --alone). Outside every timing. */
+static void report_gathers(lattice *lat)
 {
     /* One reduction for the checks: MAX of -sizes is -(fewest sizes). */
     int mine_k[3] = { -gather_sizes, gather_sizes, gather_log_full }, most_k[3];
@@ -440,15 +448,29 @@ static void report_gathers(void)
                     ? "a rank could not keep them all" : "ranks saw different message sizes");
         return;
     }
+    enum { SAMPLES = 51 };
+    double *ex = malloc(sizeof(double) * SAMPLES * GATHER_SIZES);
+    int reps[GATHER_SIZES], bad[GATHER_SIZES], have_ex = ex != NULL, all_ex;
+    MPI_Allreduce(&have_ex, &all_ex, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all_ex && time_exchanges(lat, SAMPLES, ex, reps, bad) != 0)
+        all_ex = 0;
+    if (!all_ex && rank == 0)
+        fprintf(stderr, "su3_rmd: exchanges not timed: no memory\n");
     MPI_Barrier(MPI_COMM_WORLD); /* every rank copies at once, as every rank gathered */
     for (int k = 0; k < gather_sizes; k++) {
         gather_log *g = &gather_logs[k];
         double lq = lower_quartile(g->s, g->n), med = tb_median(g->s, g->n),
-               copy_s = memcpy_seconds(g->bytes), bytes = (double)g->bytes;
+               copy_s = memcpy_seconds(g->bytes), bytes = (double)g->bytes, xlq = -1.0,
+               xmed = -1.0;
+        if (all_ex) {
+            xlq = lower_quartile(ex + k * SAMPLES, SAMPLES);
+            xmed = tb_median(ex + k * SAMPLES, SAMPLES);
+        }
         /* One reduction: the largest of each, and (negated) the smallest memcpy time (-1 on
          * a rank without the buffers: no baseline) and the smallest message size. */
-        double mine[6] = { lq, med, copy_s, bytes, -copy_s, -bytes }, most[6];
-        MPI_Reduce(mine, most, 6, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        double mine[9] = { lq, med, copy_s, bytes, -copy_s, -bytes, xlq, xmed,
+                           all_ex ? bad[k] : 0 }, most[9];
+        MPI_Reduce(mine, most, 9, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         free(g->s);
         if (rank != 0)
             continue;
@@ -457,13 +479,18 @@ static void report_gathers(void)
                     "bytes); not reported\n", k, -most[5], most[3]);
             continue;
         }
-        char copy[32] = "null";
+        char copy[32] = "null", xch[160] = "";
         if (-most[4] > 0.0)
             snprintf(copy, sizeof copy, "%.9f", most[2]);
+        if (all_ex)
+            snprintf(xch, sizeof xch, ",\"exchange_lq_s\":%.9f,\"exchange_median_s\":%.9f,"
+                     "\"exchange_reps\":%d,\"exchange_samples\":%d,\"exchange_bad\":%.0f",
+                     most[6], most[7], reps[k], SAMPLES, most[8]);
         printf("SU3-GATHER {\"bytes\":%ld,\"gathers\":%d,\"lq_s\":%.9f,"
-               "\"median_s\":%.9f,\"memcpy_lq_s\":%s}\n", g->bytes, g->n, most[0], most[1],
-               copy);
+               "\"median_s\":%.9f,\"memcpy_lq_s\":%s%s}\n", g->bytes, g->n, most[0], most[1],
+               copy, xch);
     }
+    free(ex);
 }
 
 int main(int argc, char **argv)
@@ -482,6 +509,7 @@ int main(int argc, char **argv)
         fail("number of ranks %d is not a power of two", nranks);
     memcpy(lat.L, o.L, sizeof lat.L);
     lat.comm = o.comm;
+    lat.corrupt_exchange = o.corrupt_exchange;
     if (lattice_layout(&lat, lat_ranks, msg, sizeof msg))
         fail("%s", msg);
     /* Pinned before any allocation, so memory is first touched where the rank
@@ -609,7 +637,7 @@ int main(int argc, char **argv)
     }
     double wall = MPI_Wtime() - t_start, cpu = cpu_seconds() - cpu_start;
     tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus_end, sizeof cpus_end);
-    report_gathers();
+    report_gathers(&lat);
 
     /* Totals over ranks; these reductions are outside the profile. */
     double mine[3] = { cpu, cpu, 0.0 }, tot[3], csum[P_NCALLS], smax[P_NCALLS],

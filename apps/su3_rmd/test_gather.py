@@ -1,6 +1,6 @@
-"""su3_rmd's SU3-GATHER records, the figures behind the test's gather_over_memcpy: one per
-message size the gathers sent, counts that match the MPI profile, and none where no message
-crossed ranks. Asserts no speed. Run: python3 -m pytest -q apps/su3_rmd/test_gather.py."""
+"""su3_rmd's SU3-GATHER records, the figures behind gather_over_memcpy and
+exchange_over_memcpy: one per message size the gathers sent, counts that match the MPI profile,
+every exchange timed alone with its payload checked, and none where no message crossed ranks. Asserts no speed. Run: python3 -m pytest -q apps/su3_rmd/test_gather.py."""
 
 from test_alone import ARGS, records, run
 
@@ -15,9 +15,21 @@ def test_two_ranks_report_each_gather_size(su3, launcher):
         [head['face_bytes'][3], head['staple_face_bytes'][3]])
     for g in gathers:
         assert g['gathers'] > 0 and 0 < g['lq_s'] <= g['median_s'] and g['memcpy_lq_s'] > 0
+        # each size's exchange timed alone: samples of at least 1 ms, every payload right
+        assert 0 < g['exchange_lq_s'] <= g['exchange_median_s']
+        assert g['exchange_lq_s'] * g['exchange_reps'] >= 0.5e-3  # calibrated on the slowest
+        assert g['exchange_samples'] == 51 and g['exchange_bad'] == 0
     # every gather posts one Irecv on each of the 2 ranks (counts are rank 0's)
     irecv = next(c['count'] for c in records(out.stdout, 'SU3-MPI') if c['call'] == 'MPI_Irecv')
     assert 2 * sum(g['gathers'] for g in gathers) == irecv
+
+
+def test_a_wrong_payload_in_the_exchanges_is_counted(su3, launcher):
+    # rank 0 sends one wrong value in one sample of each size (test-only option): the
+    # receiver's check must see it, so the test's sanity (exchange_problem) fails the run
+    out = run([launcher, '-n', '2', str(su3), *ARGS, '--corrupt-exchange'])
+    assert out.returncode == 0, out.stderr
+    assert [g['exchange_bad'] for g in records(out.stdout, 'SU3-GATHER')] == [1, 1]
 
 
 def test_no_gather_record_without_messages(su3, launcher):

@@ -32,19 +32,31 @@ def test_interleaved_load_on_half_the_trajectories_leaves_the_speedup():
     assert lower_quartile(one) / lower_quartile(slower) < 0.85 * 0.0208 / 0.0107
 
 
-def test_gather_over_memcpy_is_the_geometric_mean_over_sizes():
-    from su3_rmd import gather_over_memcpy
-    gathers = [{'bytes': 36864, 'lq_s': 8e-6, 'memcpy_lq_s': 1e-6},
-               {'bytes': 27648, 'lq_s': 2e-6, 'memcpy_lq_s': 1e-6}]
-    assert gather_over_memcpy(gathers) == pytest.approx(4.0)
+def test_over_memcpy_is_the_geometric_mean_over_sizes():
+    from su3_rmd import over_memcpy
+    gathers = [{'bytes': 36864, 'lq_s': 8e-6, 'exchange_lq_s': 3e-6, 'memcpy_lq_s': 1e-6},
+               {'bytes': 27648, 'lq_s': 2e-6, 'exchange_lq_s': 12e-6, 'memcpy_lq_s': 1e-6}]
+    assert over_memcpy(gathers) == pytest.approx(4.0)
+    assert over_memcpy(gathers, 'exchange_lq_s') == pytest.approx(6.0)
     # a library 20 % slower lengthens every gather, and the ratio by as much
     slower = [dict(g, lq_s=1.2 * g['lq_s']) for g in gathers]
-    assert gather_over_memcpy(slower) == pytest.approx(4.8)
+    assert over_memcpy(slower) == pytest.approx(4.8)
 
 
-def test_gather_over_memcpy_names_what_is_missing():
-    from su3_rmd import gather_over_memcpy
+def test_over_memcpy_names_what_is_missing():
+    from su3_rmd import over_memcpy
     with pytest.raises(ValueError, match='no SU3-GATHER record'):
-        gather_over_memcpy([])
-    with pytest.raises(ValueError, match='36864 bytes has no time'):
-        gather_over_memcpy([{'bytes': 36864, 'lq_s': 8e-6, 'memcpy_lq_s': None}])
+        over_memcpy([])
+    with pytest.raises(ValueError, match='36864 bytes has no lq_s'):
+        over_memcpy([{'bytes': 36864, 'lq_s': 8e-6, 'memcpy_lq_s': None}])
+    with pytest.raises(ValueError, match='36864 bytes has no exchange_lq_s'):
+        over_memcpy([{'bytes': 36864, 'lq_s': 8e-6, 'memcpy_lq_s': 1e-6}], 'exchange_lq_s')
+
+
+def test_exchange_problem_names_an_untimed_size_and_a_wrong_payload():
+    from su3_rmd import exchange_problem
+    good = {'bytes': 36864, 'exchange_lq_s': 3e-6, 'exchange_samples': 51, 'exchange_bad': 0}
+    assert exchange_problem([good]) is None
+    assert 'exchange of 27648 bytes was not timed' in exchange_problem(
+        [good, {'bytes': 27648, 'lq_s': 2e-6}])
+    assert 'wrong payload in 1 of 51 samples' in exchange_problem([dict(good, exchange_bad=1)])
