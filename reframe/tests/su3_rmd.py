@@ -14,8 +14,10 @@ ranks just before and just after the run, the faster of the two, each rank evolv
 lattice by itself; when another tenant takes part of a core, that baseline slows as the run
 does, where the 1-rank run alone does not), and su3's own communication: its gathers' time
 inside MPI over memcpy of the same bytes (Su3Run.gather_over_memcpy, asserted with
-speedup_busy). Communication is 5-12 % of su3's time, so a 20 % slower MPI moves speedup_busy by
-1-3 %; it moves gather_over_memcpy by about as much as it slows the calls.
+speedup_busy), and the same exchanges timed alone after the run, back to back with the ranks in
+step (Su3Run.exchange_over_memcpy, asserted with speedup_busy; the gathers also hold the wait for
+a partner still computing). Communication is 5-12 % of su3's time, so a 20 % slower MPI moves
+speedup_busy by 1-3 %; it moves the other two by about as much as it slows the calls.
 Ratios travel between machines of a type, the absolute
 figures do not. A run with more ranks than cores is reported, never asserted as performance:
 it carries no reference.
