@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import pwd
+import shlex
 import shutil
 import signal
 import subprocess
@@ -197,10 +198,21 @@ def node_setup(hostname):
     """Shell commands, run in a node's new UTS and mount namespaces, that make it a node: its
     hostname, the hosts file naming every node, and a /tmp and /dev/shm of its own (a node shares
     no memory with another; PMIx's per-job folders in /tmp would collide). /var/tmp, where
-    stages live, stays shared like a cluster's shared file system."""
+    stages live, stays shared like a cluster's shared file system, and so does the repository
+    where it is checked out under /tmp (its jobs run programs from it)."""
     tmp = f'{RUN}/tmp/{hostname}'
-    return (f'hostname {hostname} && mount --bind {RUN}/hosts /etc/hosts'
-            f' && mount --bind {tmp} /tmp && mount -t tmpfs -o mode=1777,size=4g tmpfs /dev/shm')
+    shared = repo_under_tmp()
+    keep = f' && mount --bind {shlex.quote(REPO)} {shlex.quote(tmp + "/" + shared)}' \
+        if shared else ''
+    return (f'hostname {hostname} && mount --bind {RUN}/hosts /etc/hosts{keep}'
+            f' && mount --rbind {tmp} /tmp && mount -t tmpfs -o mode=1777,size=4g tmpfs /dev/shm')
+
+
+def repo_under_tmp():
+    """The repository's path below /tmp where it is checked out there (a node's /tmp is its
+    own: node_setup), else ''."""
+    rel = os.path.relpath(os.path.realpath(REPO), '/tmp')
+    return '' if rel == '.' or rel.startswith('..') else rel
 
 
 def start_in(member, hostname, argv, log, cpu=None):
@@ -300,6 +312,8 @@ def up(n_nodes, profile_name, mtu):
             os.makedirs(f'{RUN}/{name}', mode=0o755)
             os.makedirs(f'{RUN}/tmp/{name}')
             os.chmod(f'{RUN}/tmp/{name}', 0o1777)
+            if repo_under_tmp():        # the mount point of the checkout (node_setup)
+                os.makedirs(f'{RUN}/tmp/{name}/{repo_under_tmp()}')
         for name, text in (('slurm.conf', slurm_conf(nodes)), ('hosts', hosts_file(nodes))):
             with open(f'{RUN}/{name}', 'w') as fh:
                 fh.write(text)
