@@ -8,7 +8,11 @@
  *   TESTBED_SLOWDOWN        factor f, 1 <= f <= 100; absent, empty or 1: inactive;
  *                           or "+Nns" (1 <= N <= 1000000): a fixed wait of N ns after
  *                           each slowed call, with no clock read in the call (below)
- *   TESTBED_SLOWDOWN_CALLS  comma list of calls to slow (default: DEFAULT_CALLS)
+ *   TESTBED_SLOWDOWN_CALLS  comma list of calls to slow (default: DEFAULT_CALLS);
+ *                           "work" slows the process's own work outside every call
+ *                           the shim wraps (below)
+ *   TESTBED_SLOWDOWN_PAUSE  a path: while a file is there, a process that starts
+ *                           leaves everything at full speed (a baseline in the job)
  *
  * No link-time MPI dependency: the library is preloaded into launchers and
  * daemons too (mpiexec, hydra proxies, prterun, lamboot/lamd), which have no
@@ -27,6 +31,18 @@
  * injected waits in a shared counter, and a call's pad is (f - 1) x (its
  * elapsed time - the others' injected waits that ended during it).
  * The effective slowdown of a figure is still not f: measure it (README.md).
+ *
+ * "work": an application's figure is mostly its own arithmetic, which no MPI
+ * call covers (su3_rmd's loops, HPL's outside DGEMM). With it, every wrapped
+ * call, slowed or not, first pads (f - 1) x the time since the thread's last
+ * wrapped call returned: the work in between, padded whole, since no wait for
+ * a partner is in it as long as the program waits only inside wrapped calls.
+ * The calls themselves run at full speed unless listed too (cblas_dgemm is
+ * work; a blocking call's time holds the partner's work, which the partner
+ * pads already). So "work,cblas_dgemm,dgemm_" slows a run's computation by f
+ * and leaves its communication as it was: the run slows by less than f, and
+ * its figure must show it. With TESTBED_SLOWDOWN_PAUSE the job measures its
+ * baselines at full speed.
  *
  * "+Nns": the factor's two clock reads per call cost tens of ns, a large share
  * of a 0.2 us latency, so no factor slows a small message by only 5 %. The
@@ -71,6 +87,8 @@ static volatile uint64_t spins_per_call; /* fixed_ns as spin-loop turns, set at 
 static unsigned slowed;         /* bit i: names[i] is slowed */
 static void *real[NCALLS + 1];
 static __thread int depth;      /* a slowed call made inside a slowed call is not slowed again */
+static int slow_work;           /* "work" is in the list */
+static __thread int64_t last_exit; /* when the thread's last wrapped call returned; 0: none yet */
 
 static void bad(const char *var, const char *val, const char *why)
 {
@@ -85,6 +103,9 @@ __attribute__((constructor)) static void configure(void)
     const char *f = getenv("TESTBED_SLOWDOWN");
     if (!f || !*f)
         return;
+    const char *pause = getenv("TESTBED_SLOWDOWN_PAUSE");
+    if (pause && *pause && access(pause, F_OK) == 0)
+        return;                 /* a baseline of the job: full speed */
     char *end;
     errno = 0;
     double v;
@@ -111,17 +132,23 @@ __attribute__((constructor)) static void configure(void)
         bad("TESTBED_SLOWDOWN_CALLS", list, "expected a comma list of call names");
     strcpy(buf, list);
     for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(tok, "work")) {
+            slow_work = 1;
+            continue;
+        }
         int i = 0;
         while (i < NCALLS && strcmp(tok, names[i]))
             i++;
         if (i == NCALLS) {
             char why[512];
             snprintf(why, sizeof why, "unknown call '%s'; known: " DEFAULT_CALLS
-                     ",MPI_Barrier,MPI_Bcast,MPI_Iprobe", tok);
+                     ",MPI_Barrier,MPI_Bcast,MPI_Iprobe,work", tok);
             bad("TESTBED_SLOWDOWN_CALLS", list, why);
         }
         slowed |= 1u << i;
     }
+    if (slow_work && fixed_ns)
+        bad("TESTBED_SLOWDOWN_CALLS", list, "'work' needs a factor, not a fixed wait");
     extra = v - 1.0;
 }
 
@@ -173,20 +200,37 @@ static int64_t others(void)
  * to the shared total when it ends, so a partner blocked on it sees it. */
 /* This process's own account, printed at exit (see account()): how many calls
  * it padded, their own time, and the wait it injected. */
-static int64_t n_padded, own_ns, injected_ns;
+static int64_t n_padded, own_ns, injected_ns, work_ns;
 
-static void pad(int64_t t0, int64_t before)
+/* Busy-waits (f - 1) x `own` ns from t1 (now). */
+static void wait_for(int64_t t1, int64_t own)
 {
-    int64_t t1 = tb_now_ns(), own = (t1 - t0) - (others() - before);
     if (own <= 0)
         return;
     int64_t until = t1 + (int64_t)(extra * (double)own), t;
     while ((t = tb_now_ns()) < until)
         ;
-    __atomic_add_fetch(total, t - t1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(shared_total(), t - t1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&n_padded, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&own_ns, own, __ATOMIC_RELAXED);
     __atomic_add_fetch(&injected_ns, t - t1, __ATOMIC_RELAXED);
+}
+
+/* After a slowed call that began at t0, when the others' total was `before`. */
+static void pad(int64_t t0, int64_t before)
+{
+    int64_t t1 = tb_now_ns();
+    wait_for(t1, (t1 - t0) - (others() - before));
+}
+
+/* Before a wrapped call ("work"): the thread's own work since the last one. */
+static void pad_work(void)
+{
+    int64_t t1 = tb_now_ns();
+    if (last_exit) {
+        wait_for(t1, t1 - last_exit);
+        __atomic_add_fetch(&work_ns, t1 - last_exit, __ATOMIC_RELAXED);
+    }
 }
 
 static void spin(uint64_t n)
@@ -222,6 +266,14 @@ static void wait_fixed(void)
     n_padded++;
 }
 
+/* The account's note of the work outside the calls, whose time is in own. */
+static const char *work_note(void)
+{
+    static char note[64];
+    snprintf(note, sizeof note, " (work %lld ns)", (long long)work_ns);
+    return note;
+}
+
 /* At exit: every rank removes the shared page's name (ranks still running keep
  * their mapping), and a rank that padded says by how much, so that a test can
  * check the mechanism without timing anything (injected >= (f - 1) x own). */
@@ -234,8 +286,9 @@ __attribute__((destructor)) static void account(void)
                 (int)getpid(), (long long)n_padded, fixed_ns,
                 (unsigned long long)spins_per_call);
     else if (n_padded)
-        fprintf(stderr, "slowdown: pid %d padded %lld calls: own %lld ns, injected %lld ns\n",
-                (int)getpid(), (long long)n_padded, (long long)own_ns, (long long)injected_ns);
+        fprintf(stderr, "slowdown: pid %d padded %lld calls: own %lld ns, injected %lld ns%s\n",
+                (int)getpid(), (long long)n_padded, (long long)own_ns, (long long)injected_ns,
+                slow_work ? work_note() : "");
 }
 
 #define ACTIVE(i) ((slowed >> (i)) & 1u && !depth)
@@ -246,18 +299,24 @@ __attribute__((destructor)) static void account(void)
     {                                                                \
         typedef int (*fn_t) PARAMS;                                  \
         fn_t fn = (fn_t)resolve(i);                                  \
-        if (!ACTIVE(i))                                              \
+        int slow = ACTIVE(i), work = slow_work && !depth;            \
+        if (!slow && !work)                                          \
             return fn ARGS;                                          \
-        if (fixed_ns) {                                              \
+        if (fixed_ns) {         /* never with "work" */              \
             int rc = fn ARGS;                                        \
             wait_fixed();                                            \
             return rc;                                               \
         }                                                            \
+        if (work)                                                    \
+            pad_work();                                              \
         depth++;                                                     \
-        int64_t before = others(), t0 = tb_now_ns();                    \
+        int64_t before = slow ? others() : 0, t0 = tb_now_ns();      \
         int rc = fn ARGS;                                            \
-        pad(t0, before);                                             \
+        if (slow)                                                    \
+            pad(t0, before);                                         \
         depth--;                                                     \
+        if (work)                                                    \
+            last_exit = tb_now_ns();                                 \
         return rc;                                                   \
     }
 
@@ -285,15 +344,19 @@ void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha,
     typedef void (*fn_t)(int, int, int, int, int, int, double, const double *, int,
                          const double *, int, double, double *, int);
     fn_t fn = (fn_t)resolve(CBLAS_DGEMM);
-    int on = ACTIVE(CBLAS_DGEMM);
+    int on = ACTIVE(CBLAS_DGEMM), work = slow_work && !depth;
+    if (work)
+        pad_work();
     int64_t before = on ? others() : 0, t0 = on ? tb_now_ns() : 0;
-    depth += on;
+    depth++;
     fn(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    depth -= on;
+    depth--;
     if (on && fixed_ns)
         wait_fixed();
     else if (on)
         pad(t0, before);
+    if (work)
+        last_exit = tb_now_ns();
 }
 
 /* Fortran dgemm_: 13 pointers, then gfortran's two hidden lengths of the
@@ -302,15 +365,19 @@ void dgemm_(I a, I b, I c, I d, I e, I f, I g, I h, I i, I j, I k, I l, I m, I n
 {
     typedef void (*fn_t)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, I);
     fn_t fn = (fn_t)resolve(DGEMM);
-    int on = ACTIVE(DGEMM);
+    int on = ACTIVE(DGEMM), work = slow_work && !depth;
+    if (work)
+        pad_work();
     int64_t before = on ? others() : 0, t0 = on ? tb_now_ns() : 0;
-    depth += on;
+    depth++;
     fn(a, b, c, d, e, f, g, h, i, j, k, l, m, n, o);
-    depth -= on;
+    depth--;
     if (on && fixed_ns)
         wait_fixed();
     else if (on)
         pad(t0, before);
+    if (work)
+        last_exit = tb_now_ns();
 }
 
 /* Not slowed: says, once per rank, that the shim reached it. */
@@ -327,7 +394,8 @@ int MPI_Init(I argc, I argv)
             fprintf(stderr, "slowdown: active fixed +%ldns on %s (pid %d)\n", fixed_ns, list,
                     (int)getpid());
         else
-            fprintf(stderr, "slowdown: active factor %g on %s (pid %d)\n", extra + 1.0, list,
+            fprintf(stderr, "slowdown: active factor %g on %s%s%s (pid %d)\n", extra + 1.0,
+                    list, *list && slow_work ? "," : "", slow_work ? "work" : "",
                     (int)getpid());
     }
     return rc;

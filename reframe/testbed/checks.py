@@ -196,6 +196,26 @@ def partition_knobs(test, stack):
             if k in stack.knobs}
 
 
+def slowdown_pause_file(test):
+    """With TESTBED_INJECT_SCOPE=run, the file whose presence pauses the slowdown shim
+    (TESTBED_SLOWDOWN_PAUSE) while a baseline of the job runs; '' otherwise."""
+    if os.environ.get('TESTBED_INJECT_SLOWDOWN') and \
+            os.environ.get('TESTBED_INJECT_SCOPE', 'job') == 'run':
+        return os.path.join(test.stagedir, 'slowdown.pause')
+    return ''
+
+
+def baseline_line(test, line):
+    """`line`, a job-script line that measures a baseline in the test's job, before or after
+    its run. Under an injected slowdown of scope 'run' (an application's run slowed, its
+    baselines at full speed: inject_slowdown) the shim is paused while it runs."""
+    pause = slowdown_pause_file(test)
+    if not pause:
+        return line
+    pause = shlex.quote(pause)
+    return f'touch {pause}; {line}; tb_rc=$?; rm -f {pause}; (exit $tb_rc)'
+
+
 def after_launch(test, line):
     """Run job-script `line` right after the test's launch, before anything else the job does
     then, keeping the launch's exit code ($? of a subshell's exit) for what follows: the code
@@ -283,6 +303,9 @@ class StackLaunch(rfm.RegressionTestPlugin):
     injected_delay_ns = variable(int, value=0)
     #: the calls it slows (TESTBED_INJECT_CALLS; empty = the shim's default list)
     injected_calls = variable(str, value='')
+    #: what it slows (TESTBED_INJECT_SCOPE): 'job', every process of the job, baselines
+    #: included; 'run', the test's own launch only, its baselines at full speed (baseline_line)
+    injected_scope = variable(str, value='')
 
     @run_before('run')
     def launch_with_stack(self):
@@ -465,10 +488,17 @@ class StackLaunch(rfm.RegressionTestPlugin):
     def inject_slowdown(self):
         """Proof that references bite: with TESTBED_INJECT_SLOWDOWN=F in ReFrame's environment
         the job preloads apps/slowdown's shim (ci/slowdown.sh builds it), which slows chosen
-        calls by F. In the job env, so lamboot's lamd and every launcher pass it to the ranks."""
+        calls by F. In the job env, so lamboot's lamd and every launcher pass it to the ranks.
+        TESTBED_INJECT_SCOPE=run leaves the job's baselines at full speed: with the calls
+        'work,cblas_dgemm,dgemm_' an application's computation is slowed, not its baselines."""
         factor = os.environ.get('TESTBED_INJECT_SLOWDOWN', '')
         if not factor:
             return
+        scope = os.environ.get('TESTBED_INJECT_SCOPE', 'job')
+        if scope not in ('job', 'run'):
+            raise ReframeError(f'TESTBED_INJECT_SCOPE={scope!r}: expected job (every process '
+                               f'of the job) or run (the test\'s launch, not its baselines)')
+        self.injected_scope = scope
         fixed = re.fullmatch(r'\+(\d+)ns', factor)
         try:
             self.injected_slowdown = 1.0 if fixed else float(factor)
@@ -491,6 +521,8 @@ class StackLaunch(rfm.RegressionTestPlugin):
                               'TESTBED_SLOWDOWN': shlex.quote(factor)})
         if self.injected_calls:
             self.env_vars['TESTBED_SLOWDOWN_CALLS'] = shlex.quote(self.injected_calls)
+        if slowdown_pause_file(self):
+            self.env_vars['TESTBED_SLOWDOWN_PAUSE'] = shlex.quote(slowdown_pause_file(self))
         if self.injected_slowdown > 1.0 or self.injected_delay_ns:
             # Each rank says so at MPI_Init: fail the job if a launcher did not pass it on.
             self.postrun_cmds += [

@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed import machine, registry  # noqa: E402
 from testbed.binding import placement_problem  # noqa: E402
 from testbed.checks import (APPS, ReferenceLookup, StackLaunch, after_launch,  # noqa: E402
-                            in_job_as_account, install_failure, records, stack_of)
+                            baseline_line, in_job_as_account, install_failure, records, stack_of)
 from testbed.perf import lookup, set_perf_variables  # noqa: E402
 
 sys.path.insert(0, str(APPS / 'hpl'))
@@ -241,8 +241,8 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             in_job_as_account(self, reg) + [self.build.dgemm_rate, '--n', str(self.dgemm_n),
                                             '--reps', str(self.dgemm_reps),
                                             '--cpus', str(self.baseline_cpus)])
-        self.prerun_cmds.append(f'{dgemm} > dgemm.out 2> dgemm.err')
-        after_launch(self, f'{dgemm} > dgemm_after.out 2>> dgemm.err')
+        self.prerun_cmds.append(baseline_line(self, f'{dgemm} > dgemm.out 2> dgemm.err'))
+        after_launch(self, baseline_line(self, f'{dgemm} > dgemm_after.out 2>> dgemm.err'))
         self.keep_files = ['dgemm.out', 'dgemm_after.out']
 
     @property

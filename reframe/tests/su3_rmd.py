@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed import registry  # noqa: E402
 from testbed.binding import placement_problem  # noqa: E402
 from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, after_launch,  # noqa
-                            extra_launch, records, stack_of)
+                            baseline_line, extra_launch, records, stack_of)
 
 UNITARITY = 1e-10
 #: plaquettes of the same seed and lattice agree to this, relative, whatever the ranks
@@ -174,14 +174,17 @@ class Su3Run(Su3Base):
         # before the run and just after it (after_launch).
         # Only where speedup_busy is asserted (not with more ranks than cores, nor in the
         # README's quick pass, which reports su3): two launches of the ranks cost time.
-        self.prerun_cmds.append(launch_line(self, 1, su3_options(self), 'np1'))
+        self.prerun_cmds.append(baseline_line(self, launch_line(self, 1, su3_options(self),
+                                                                'np1')))
         self.keep_files = ['np1.out', 'np1.err']
         if not self.busy_baseline:
             return
         # The --alone ranks sit where the run's do (on a cluster, spread over its nodes).
         alone = su3_options(self) + ['--alone']
-        self.prerun_cmds.append(launch_line(self, self.ranks, alone, 'alone', True))
-        after_launch(self, launch_line(self, self.ranks, alone, 'alone_after', True))
+        self.prerun_cmds.append(baseline_line(self, launch_line(self, self.ranks, alone,
+                                                                'alone', True)))
+        after_launch(self, baseline_line(self, launch_line(self, self.ranks, alone,
+                                                           'alone_after', True)))
         self.keep_files += [f'{name}.{ext}' for name in ('alone', 'alone_after')
                             for ext in ('out', 'err')]
 

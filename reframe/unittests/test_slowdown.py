@@ -56,8 +56,8 @@ def medians(proc):
     return out
 
 
-ACCOUNT = re.compile(r'^slowdown: pid (\d+) padded (\d+) calls: own (\d+) ns, injected (\d+) ns$',
-                     re.M)
+ACCOUNT = re.compile(r'^slowdown: pid (\d+) padded (\d+) calls: own (\d+) ns, injected (\d+) ns'
+                     r'(?: \(work (\d+) ns\))?$', re.M)
 
 
 def test_factor_2_pads_every_rank_by_its_own_time(built):
@@ -69,11 +69,46 @@ def test_factor_2_pads_every_rank_by_its_own_time(built):
     medians(proc)                                  # the run itself completed whole
     accounts = ACCOUNT.findall(proc.stderr)
     assert len(accounts) == 2, proc.stderr         # one per rank
-    for pid, calls, own, injected in accounts:
+    for pid, calls, own, injected, work in accounts:
+        assert not work, proc.stderr               # not asked for
         calls, own, injected = int(calls), int(own), int(injected)
         assert calls > 0 and own > 0, proc.stderr
         # The busy-wait ends at or after its deadline, truncated to whole ns once per call.
         assert injected >= own - calls, f'pid {pid}: injected {injected} ns < own {own} ns'
+
+
+def test_work_pads_the_time_outside_the_calls_and_not_the_calls(built):
+    # TESTBED_INJECT_SCOPE=run's whole-run slowdown: each rank pads its own work, the time
+    # outside every call the shim wraps, and with no call listed nothing else.
+    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='work')
+    assert proc.stderr.count('slowdown: active factor 2 on work (pid') == 2, proc.stderr
+    medians(proc)
+    accounts = ACCOUNT.findall(proc.stderr)
+    assert len(accounts) == 2, proc.stderr
+    for pid, calls, own, injected, work in accounts:
+        calls, own, injected = int(calls), int(own), int(injected)
+        assert work and int(work) == own > 0, proc.stderr      # no call padded
+        assert injected >= own - calls, f'pid {pid}: injected {injected} ns < own {own} ns'
+    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='MPI_Send,work')
+    assert proc.stderr.count('slowdown: active factor 2 on MPI_Send,work (pid') == 2, \
+        proc.stderr
+    medians(proc)
+    for pid, calls, own, injected, work in ACCOUNT.findall(proc.stderr):
+        assert 0 < int(work) < int(own), proc.stderr            # and the sends
+
+
+def test_pause_file_leaves_a_process_that_starts_at_full_speed(built):
+    # A baseline in a job slowed with TESTBED_INJECT_SCOPE=run runs while the file exists.
+    pause = built[0].parent / 'slowdown.pause'
+    pause.touch()
+    try:
+        proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_PAUSE=str(pause))
+    finally:
+        pause.unlink()
+    medians(proc)
+    assert 'slowdown:' not in proc.stderr, proc.stderr
+    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_PAUSE=str(pause))   # gone
+    assert proc.stderr.count('slowdown: active factor 2') == 2, proc.stderr
 
 
 FIXED = re.compile(r'^slowdown: pid (\d+) padded (\d+) calls by 50 ns each \((\d+) spin turns\)$',
@@ -104,6 +139,8 @@ def test_inactive_shim_says_nothing(built):
     ({'TESTBED_SLOWDOWN': '+5us'}, "or a fixed wait from +1ns to +1000000ns"),
     ({'TESTBED_SLOWDOWN': '1.5', 'TESTBED_SLOWDOWN_CALLS': 'MPI_Send,MPI_Sned'},
      "TESTBED_SLOWDOWN_CALLS='MPI_Send,MPI_Sned': unknown call 'MPI_Sned'"),
+    ({'TESTBED_SLOWDOWN': '+50ns', 'TESTBED_SLOWDOWN_CALLS': 'MPI_Send,work'},
+     "'work' needs a factor, not a fixed wait"),
 ])
 def test_bad_setting_stops_the_job_naming_the_variable(built, env, message):
     proc = p2p(built, **env)
