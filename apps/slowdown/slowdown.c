@@ -348,9 +348,9 @@ void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha,
     if (work)
         pad_work();
     int64_t before = on ? others() : 0, t0 = on ? tb_now_ns() : 0;
-    depth++;
+    depth += on || work;
     fn(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    depth--;
+    depth -= on || work;
     if (on && fixed_ns)
         wait_fixed();
     else if (on)
@@ -369,9 +369,9 @@ void dgemm_(I a, I b, I c, I d, I e, I f, I g, I h, I i, I j, I k, I l, I m, I n
     if (work)
         pad_work();
     int64_t before = on ? others() : 0, t0 = on ? tb_now_ns() : 0;
-    depth++;
+    depth += on || work;
     fn(a, b, c, d, e, f, g, h, i, j, k, l, m, n, o);
-    depth--;
+    depth -= on || work;
     if (on && fixed_ns)
         wait_fixed();
     else if (on)

@@ -3,9 +3,11 @@ set-up's packages: each case says what went wrong in one message and leaves noth
 Bounded: every cluster brought up here is taken down in the same test, whatever happens."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -148,3 +150,28 @@ def test_the_fallback_agent_enters_a_node_as_the_job_account(clean):
     assert r.returncode != 0      # root is not the job account: sudo's rule is not for it
     r = cluster('down')
     assert r.returncode == 0 and not sudoers.exists()
+
+
+def test_a_checkout_under_tmp_is_seen_on_every_node(clean):
+    """Each node has a /tmp of its own; a checkout there is still seen on the nodes, as on a
+    shared file system (jobs run programs from it: StartupTime's launch_times.py once failed)."""
+    sys.path.insert(0, str(REPO / 'reframe'))
+    from testbed import registry
+    account = registry.load().run_as
+    copy = Path(tempfile.mkdtemp(prefix='testbed-checkout-', dir='/tmp'))
+    try:
+        for part in ('site', 'reframe/testbed'):
+            shutil.copytree(REPO / part, copy / part)
+        os.chmod(copy, 0o755)
+        r = subprocess.run([sys.executable, str(copy / 'site' / 'cluster' / 'cluster.py'), 'up',
+                            '--nodes', '2'], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        as_account = ['setpriv', f'--reuid={account}', f'--regid={account}', '--init-groups']
+        r = subprocess.run(as_account + ['/run/mpi-testbed-cluster/agent', 'node2', '-n',
+                                         f'hostname; ls {copy}/site/cluster/cluster.py'],
+                           capture_output=True, text=True, timeout=30, cwd='/')
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split() == ['node2', f'{copy}/site/cluster/cluster.py']
+    finally:
+        cluster('down')
+        shutil.rmtree(copy, ignore_errors=True)
