@@ -223,14 +223,26 @@ static void pad(int64_t t0, int64_t before)
     wait_for(t1, (t1 - t0) - (others() - before));
 }
 
-/* Before a wrapped call ("work"): the thread's own work since the last one. */
-static void pad_work(void)
+/* Before a wrapped call ("work", outside any other wrapped call): pads the
+ * thread's own work since the last one returned; says whether it is such a
+ * call, for work_leave. */
+static int work_enter(void)
 {
+    if (!slow_work || depth)
+        return 0;
     int64_t t1 = tb_now_ns();
     if (last_exit) {
         wait_for(t1, t1 - last_exit);
         __atomic_add_fetch(&work_ns, t1 - last_exit, __ATOMIC_RELAXED);
     }
+    return 1;
+}
+
+/* After it: the work that follows starts now. */
+static void work_leave(int work)
+{
+    if (work)
+        last_exit = tb_now_ns();
 }
 
 static void spin(uint64_t n)
@@ -299,24 +311,23 @@ __attribute__((destructor)) static void account(void)
     {                                                                \
         typedef int (*fn_t) PARAMS;                                  \
         fn_t fn = (fn_t)resolve(i);                                  \
-        int slow = ACTIVE(i), work = slow_work && !depth;            \
-        if (!slow && !work)                                          \
+        int slow = ACTIVE(i);                                        \
+        if (!slow && !(slow_work && !depth))                         \
             return fn ARGS;                                          \
         if (fixed_ns) {         /* never with "work" */              \
             int rc = fn ARGS;                                        \
             wait_fixed();                                            \
             return rc;                                               \
         }                                                            \
-        if (work)                                                    \
-            pad_work();                                              \
+        int work = work_enter();                                     \
         depth++;                                                     \
-        int64_t before = slow ? others() : 0, t0 = tb_now_ns();      \
+        int64_t before = slow ? others() : 0;                        \
+        int64_t t0 = slow ? tb_now_ns() : 0;                         \
         int rc = fn ARGS;                                            \
         if (slow)                                                    \
             pad(t0, before);                                         \
         depth--;                                                     \
-        if (work)                                                    \
-            last_exit = tb_now_ns();                                 \
+        work_leave(work);                                            \
         return rc;                                                   \
     }
 
@@ -344,9 +355,7 @@ void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha,
     typedef void (*fn_t)(int, int, int, int, int, int, double, const double *, int,
                          const double *, int, double, double *, int);
     fn_t fn = (fn_t)resolve(CBLAS_DGEMM);
-    int on = ACTIVE(CBLAS_DGEMM), work = slow_work && !depth;
-    if (work)
-        pad_work();
+    int on = ACTIVE(CBLAS_DGEMM), work = work_enter();
     int64_t before = on ? others() : 0, t0 = on ? tb_now_ns() : 0;
     depth += on || work;
     fn(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -355,8 +364,7 @@ void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha,
         wait_fixed();
     else if (on)
         pad(t0, before);
-    if (work)
-        last_exit = tb_now_ns();
+    work_leave(work);
 }
 
 /* Fortran dgemm_: 13 pointers, then gfortran's two hidden lengths of the
@@ -365,9 +373,7 @@ void dgemm_(I a, I b, I c, I d, I e, I f, I g, I h, I i, I j, I k, I l, I m, I n
 {
     typedef void (*fn_t)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, I);
     fn_t fn = (fn_t)resolve(DGEMM);
-    int on = ACTIVE(DGEMM), work = slow_work && !depth;
-    if (work)
-        pad_work();
+    int on = ACTIVE(DGEMM), work = work_enter();
     int64_t before = on ? others() : 0, t0 = on ? tb_now_ns() : 0;
     depth += on || work;
     fn(a, b, c, d, e, f, g, h, i, j, k, l, m, n, o);
@@ -376,8 +382,7 @@ void dgemm_(I a, I b, I c, I d, I e, I f, I g, I h, I i, I j, I k, I l, I m, I n
         wait_fixed();
     else if (on)
         pad(t0, before);
-    if (work)
-        last_exit = tb_now_ns();
+    work_leave(work);
 }
 
 /* Not slowed: says, once per rank, that the shim reached it. */

@@ -521,8 +521,9 @@ class StackLaunch(rfm.RegressionTestPlugin):
                               'TESTBED_SLOWDOWN': shlex.quote(factor)})
         if self.injected_calls:
             self.env_vars['TESTBED_SLOWDOWN_CALLS'] = shlex.quote(self.injected_calls)
-        if slowdown_pause_file(self):
-            self.env_vars['TESTBED_SLOWDOWN_PAUSE'] = shlex.quote(slowdown_pause_file(self))
+        pause = slowdown_pause_file(self)
+        if pause:
+            self.env_vars['TESTBED_SLOWDOWN_PAUSE'] = shlex.quote(pause)
         if self.injected_slowdown > 1.0 or self.injected_delay_ns:
             # Each rank says so at MPI_Init: fail the job if a launcher did not pass it on.
             self.postrun_cmds += [

@@ -212,7 +212,7 @@ def repo_under_tmp():
     """The repository's path below /tmp where it is checked out there (a node's /tmp is its
     own: node_setup), else ''."""
     rel = os.path.relpath(os.path.realpath(REPO), '/tmp')
-    return '' if rel == '.' or rel.startswith('..') else rel
+    return '' if rel == '.' or rel == '..' or rel.startswith('../') else rel
 
 
 def start_in(member, hostname, argv, log, cpu=None):
@@ -307,13 +307,14 @@ def up(n_nodes, profile_name, mtu):
         os.chown(f'{RUN}/ctld', slurm.pw_uid, slurm.pw_gid)
         os.chown(f'{RUN}/log', 0, slurm.pw_gid)
         os.chmod(f'{RUN}/log', 0o775)        # slurmctld (user slurm) writes its log here
+        shared = repo_under_tmp()
         for member in [CTL] + nodes:
             name = member['name']
             os.makedirs(f'{RUN}/{name}', mode=0o755)
             os.makedirs(f'{RUN}/tmp/{name}')
             os.chmod(f'{RUN}/tmp/{name}', 0o1777)
-            if repo_under_tmp():        # the mount point of the checkout (node_setup)
-                os.makedirs(f'{RUN}/tmp/{name}/{repo_under_tmp()}')
+            if shared:                  # the mount point of the checkout (node_setup)
+                os.makedirs(f'{RUN}/tmp/{name}/{shared}')
         for name, text in (('slurm.conf', slurm_conf(nodes)), ('hosts', hosts_file(nodes))):
             with open(f'{RUN}/{name}', 'w') as fh:
                 fh.write(text)
