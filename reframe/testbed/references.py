@@ -384,6 +384,23 @@ def write(path, rows, keep=None):
             writer.writerow(merged[key])
 
 
+def retire(folder, test, variable):
+    """Remove the rows of `test`'s `variable` from every reference file in `folder` (the
+    files stay written by this module only); an error if there is none, so a misspelt name
+    is not taken for done."""
+    removed = 0
+    for path in sorted(Path(folder).glob('*.csv')):
+        table = load(path)
+        keep = {k: v for k, v in table.items() if (k[4], k[6]) != (test, variable)}
+        if len(keep) < len(table):
+            write(path, [], keep)
+            print(f'{path}: removed {len(table) - len(keep)} row(s) of {test} {variable}')
+            removed += len(table) - len(keep)
+    if not removed:
+        raise ReferenceError(f'{folder}: no row of test {test} variable {variable}')
+    return 0
+
+
 def status(folder, machine):
     """One paragraph: which references this machine has (portable and absolute)."""
     portable = absolute = 0
@@ -450,8 +467,15 @@ def main(argv=None):
     chk.add_argument('files', nargs='+')
     st = sub.add_parser('status', help='which references this machine has')
     st.add_argument('--dir', default=default_dir)
+    rt = sub.add_parser('retire', help='remove every row of a figure that its test no longer '
+                        'asserts (it stays reported)')
+    rt.add_argument('--test', required=True, help='test name, e.g. Su3Run')
+    rt.add_argument('--variable', required=True, help='variable, e.g. gather_over_memcpy')
+    rt.add_argument('--dir', default=default_dir)
     args = ap.parse_args(argv)
     try:
+        if args.cmd == 'retire':
+            return retire(args.dir, args.test, args.variable)
         if args.cmd == 'check':
             for f in args.files:
                 print(f'{f}: {len(load(f))} references, all valid')

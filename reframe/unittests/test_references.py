@@ -117,13 +117,19 @@ def test_derive_ignores_broken_runs_and_needs_three(tmp_path):
     assert not rows and all('fewer than 3' in why for _, why in left_out)
 
 
-def test_update_of_one_variable_writes_its_rows_and_keeps_the_others(tmp_path):
-    # A new figure gets rows from its runs without remaking the rows beside it.
+def made_rows(tmp_path, cases):
+    """A folder of references made by `update` from three runs of the same figures: (folder,
+    its p2p.csv as loaded, the run reports)."""
     refs = tmp_path / 'refs'
     refs.mkdir()
-    old = [fake_report(tmp_path, f'o{i}.json', f'o{i}', {'c': 1.0}) for i in range(3)]
+    old = [fake_report(tmp_path, f'o{i}.json', f'o{i}', cases) for i in range(3)]
     assert references.main(['update', '--dir', str(refs), *map(str, old)]) == 0
-    before = references.load(refs / 'p2p.csv')
+    return refs, references.load(refs / 'p2p.csv'), old
+
+
+def test_update_of_one_variable_writes_its_rows_and_keeps_the_others(tmp_path):
+    # A new figure gets rows from its runs without remaking the rows beside it.
+    refs, before, _ = made_rows(tmp_path, {'c': 1.0})
     new = [fake_report(tmp_path, f'n{i}.json', f'n{i}', {'c': v})
            for i, v in enumerate([1.1, 1.12, 1.11])]
     assert references.main(['update', '--dir', str(refs), '--variable', 'latency',
@@ -139,11 +145,7 @@ def test_update_of_one_variable_writes_its_rows_and_keeps_the_others(tmp_path):
 def test_update_can_drop_the_rows_of_a_figure_new_runs_spread_too_wide(tmp_path):
     # Rows made in one steady hour; runs in another state of the machine move the figure so
     # far that no band under 2x holds both: with --drop-too-wide its rows go, the rest stay.
-    refs = tmp_path / 'refs'
-    refs.mkdir()
-    old = [fake_report(tmp_path, f'o{i}.json', f'o{i}', {'c': 1.0, 'd': 1.0}) for i in range(3)]
-    assert references.main(['update', '--dir', str(refs), *map(str, old)]) == 0
-    before = references.load(refs / 'p2p.csv')
+    refs, before, old = made_rows(tmp_path, {'c': 1.0, 'd': 1.0})
     new = [fake_report(tmp_path, f'n{i}.json', f'n{i}', {'c': v, 'd': 1.0})
            for i, v in enumerate([1.9, 2.0])]
     args = ['update', '--dir', str(refs), '--variable', 'time_over_shm', *map(str, old + new)]
@@ -158,6 +160,21 @@ def test_update_can_drop_the_rows_of_a_figure_new_runs_spread_too_wide(tmp_path)
     gone = set(before) - set(after)
     assert gone and all(k[5] == 'c' and k[6] == 'time_over_shm' for k in gone)
     assert set(after) == set(before) - gone
+
+
+def test_retire_removes_one_figure_of_one_test_and_nothing_else(tmp_path):
+    # A figure its test stops asserting (it stays reported) loses its rows through the tool,
+    # so the files stay written by it; a name with no row is an error, not a silent success.
+    refs, before, _ = made_rows(tmp_path, {'c': 1.0, 'd': 1.0})
+    assert references.main(['retire', '--dir', str(refs), '--test', 'Su3Run',
+                            '--variable', 'time_over_shm']) == 0
+    after = references.load(refs / 'p2p.csv')
+    assert set(after) == {k for k in before if k[6] != 'time_over_shm'} and after
+    assert references.main(['retire', '--dir', str(refs), '--test', 'Su3Run',
+                            '--variable', 'time_over_shm']) == 2
+    assert references.main(['retire', '--dir', str(refs), '--test', 'HplRun',
+                            '--variable', 'latency']) == 2
+    assert set(references.load(refs / 'p2p.csv')) == set(after)
 
 
 def test_a_figure_that_missed_its_reference_still_counts(tmp_path):
