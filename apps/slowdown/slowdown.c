@@ -223,12 +223,18 @@ static void pad(int64_t t0, int64_t before)
     wait_for(t1, (t1 - t0) - (others() - before));
 }
 
-/* Before a wrapped call ("work", outside any other wrapped call): pads the
- * thread's own work since the last one returned; says whether it is such a
- * call, for work_leave. */
+/* Whether a wrapped call starting now bounds the thread's own work: "work" is
+ * listed and no other wrapped call is under way. */
+static int bounds_work(void)
+{
+    return slow_work && !depth;
+}
+
+/* Before a wrapped call that bounds_work: pads the thread's own work since the
+ * last one returned; says whether it is such a call, for work_leave. */
 static int work_enter(void)
 {
-    if (!slow_work || depth)
+    if (!bounds_work())
         return 0;
     int64_t t1 = tb_now_ns();
     if (last_exit) {
@@ -312,7 +318,7 @@ __attribute__((destructor)) static void account(void)
         typedef int (*fn_t) PARAMS;                                  \
         fn_t fn = (fn_t)resolve(i);                                  \
         int slow = ACTIVE(i);                                        \
-        if (!slow && !(slow_work && !depth))                         \
+        if (!slow && !bounds_work())                                 \
             return fn ARGS;                                          \
         if (fixed_ns) {         /* never with "work" */              \
             int rc = fn ARGS;                                        \
