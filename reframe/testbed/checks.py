@@ -548,8 +548,9 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
     #: portable variables whose rows exist for some machine types only: asserted where the
     #: type has a row, reported where it has none, even when references are required
     optional_portable = variable(typ.List[str], value=[])
-    #: variables reported but not asserted in this run, e.g. -S HplRun.report_only=NAME
-    #: (the README's quick pass, for a figure asserted only in `make run`)
+    #: variables not asserted against the machine type's rows in this run, e.g. -S
+    #: HplRun.report_only=NAME (the README's quick pass, for a figure whose travelling rows
+    #: `make run` asserts); where this machine has its own row (make references) it is asserted
     report_only = variable(typ.List[str], value=[])
     #: false for runs whose figures are reported but never asserted (more ranks than cores)
     assert_performance = variable(typ.Bool, value=True)
@@ -560,6 +561,9 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
     #: the variables whose references travel (keyed by machine type), kept in the run report
     #: so that `make references` keys each row as the test looks it up
     portable_variables = variable(typ.List[str], value=[])
+    #: the variables the test looks up (asserted where a row exists): `make references` writes
+    #: rows for these only, not for figures that are only ever reported
+    looked_up_variables = variable(typ.List[str], value=[])
     #: every sample behind the figures, kept in the run report so that a compare between runs
     #: (testbed/compare.py) tests on the samples: 'FIGURE_UNIT@CASE' -> values in the order
     #: measured, all times (lower is better), e.g. 'half_round_trip_us@1024'
@@ -575,15 +579,18 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
         self.machine_record = json.dumps(rec, sort_keys=True)
         path = REFERENCES / self.reference_file
         every = self.perf_variable_names()
-        names = [n for n in every if n not in self.report_only]
+        # what this test looks up: `references update` writes rows for these only
+        self.looked_up_variables = list(every)
         # every portable figure, asserted or only reported: the report says which ones travel,
         # so that `references update` and `transfer` can make or widen rows from any run
         self.portable_variables = [n for n in every if self.portable_variable(n)]
         try:        # read (and so validate) the file even when nothing will be asserted
+            # report_only: not asserted against the type's rows; a row this machine made of
+            # its own runs (make references) is asserted
             table, missing, _ = references.for_test(
                 path, self.current_system.name, self.current_partition.name, rec,
-                stack_of(self)[1].name, type(self).__name__, self.reference_case, names,
-                [n for n in self.portable_variables if n in names])
+                stack_of(self)[1].name, type(self).__name__, self.reference_case, every,
+                self.portable_variables, report_only=self.report_only)
         except references.ReferenceError as err:
             raise ReframeError(str(err)) from None
         # Oversubscribed runs are never asserted; TESTBED_MEASURE_ONLY=1 (making references,

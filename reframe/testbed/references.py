@@ -4,12 +4,15 @@ A reference file is CSV with one row per (system, partition, machine, stack, tes
 
     system,partition,machine,stack,test,case,variable,value,lower,upper,unit,runs
 
-Two kinds of row (testbed/machine.py):
-- unit 'ratio': a figure over a baseline measured in the same job (p2p time over the
-  shared-memory floor, HPL over single-core DGEMM, su3 over its single-rank run). Keyed by the
-  machine *type*, they travel to any machine of the type; these are the rows the repository ships.
-- any other unit: an absolute figure, keyed by one machine's id, made on that machine by
-  `make references` from N runs there.
+Two kinds of row, by their machine column (testbed/machine.py):
+- a machine *type* (`x86_64-intel-2cpu-vm`): a ratio to a baseline measured in the same job that
+  proved to travel (HPL over the DGEMM capacity of its cores, su3 over its run with every core
+  busy, ...: the test's portable_variable() says which). Asserted on any machine of the type;
+  these are the rows the repository ships.
+- one machine's id (`m-...`): its own rows, made there by `make references` from N runs there:
+  absolute figures, the ratios that do not travel (P2PStack's), and its own rows of the ratios
+  that do, which are asserted there before the type's (the same figure, a band from that
+  machine's spread alone). Never shipped.
 
 `lower` and `upper` are ReFrame's relative bounds, from a tolerance w in log space: the figure
 passes within a factor exp(w) either way (lower = exp(-w) - 1, upper = exp(w) - 1). A row whose
@@ -130,21 +133,31 @@ def load(path):
     return table
 
 
-def for_test(path, system, partition, machine, stack, test, case, variables, portable):
+def for_test(path, system, partition, machine, stack, test, case, variables, portable,
+             report_only=()):
     """ReFrame's `reference` dict for one test case, and the variables left without one.
 
-    `machine` is the record of testbed.machine; a variable in `portable` (a ratio to a
-    same-job baseline) is looked up under the machine type, any other under the machine id.
+    `machine` is the record of testbed.machine. A variable in `portable` (a ratio to a
+    same-job baseline) is looked up under this machine's id first (its own row, made here by
+    `make references`, from this machine's spread) and then under the machine type (the row
+    that travels); any other variable under the machine id only. A variable in `report_only`
+    (reported, not asserted against the type's rows in this run) is asserted only where this
+    machine has its own row, and is never missing.
     Returns (reference, missing_portable, missing_absolute)."""
     table = load(path)
     found, missing_portable, missing_absolute = {}, [], []
     for var in variables:
-        key = machine['machine_type'] if var in portable else machine['machine_id']
-        ref = table.get((system, partition, key, stack, test, case, var))
-        if ref is not None:
-            found[var] = ref.as_reframe()
+        own = table.get((system, partition, machine['machine_id'], stack, test, case, var))
+        if own is not None:
+            found[var] = own.as_reframe()
+        elif var in report_only:
+            continue
         elif var in portable:
-            missing_portable.append(var)
+            ref = table.get((system, partition, machine['machine_type'], stack, test, case, var))
+            if ref is not None:
+                found[var] = ref.as_reframe()
+            else:
+                missing_portable.append(var)
         else:
             missing_absolute.append(var)
     return {f'{system}:{partition}': found}, missing_portable, missing_absolute
@@ -286,20 +299,27 @@ def derive(report_paths, k=3.0, min_runs=3, portability=None):
                 value, unit = entry[0], entry[4]
                 if value is None or value <= 0:
                     continue
+                # A figure its test never looks up (su3's `speedup`, say) is reported only: a
+                # row for it would never be asserted. Reports made before the field: all.
+                if 'looked_up_variables' in tc and var not in tc['looked_up_variables']:
+                    continue
                 # Reports made before the field existed: ratios travelled, but for P2PStack
                 # (which declares none portable since: reframe/tests/p2p_matrix.py).
                 portable = var in tc['portable_variables'] if 'portable_variables' in tc \
                     else unit == RATIO_UNIT and not tc['name'].startswith('P2PStack')
-                machine = tc.get('machine_type') if portable else tc.get('machine_id')
-                if not machine:
-                    continue
-                gkey = row_key(tc, system, partition, machine, var)
-                g = groups.setdefault(gkey, {'values': [], 'unit': unit, 'runs': [],
-                                             'file': tc.get('reference_file'),
-                                             'portable': portable})
-                g['values'].append(float(value))
-                if session not in g['runs']:
-                    g['runs'].append(session)
+                # Every figure gets this machine's own row; a ratio that travels also gets
+                # its machine type's (for_test asserts the own row where there is one).
+                for machine, travels in ([(tc.get('machine_type'), True)] if portable else []) \
+                        + [(tc.get('machine_id'), False)]:
+                    if not machine:
+                        continue
+                    gkey = row_key(tc, system, partition, machine, var)
+                    g = groups.setdefault(gkey, {'values': [], 'unit': unit, 'runs': [],
+                                                 'file': tc.get('reference_file'),
+                                                 'portable': travels})
+                    g['values'].append(float(value))
+                    if session not in g['runs']:
+                        g['runs'].append(session)
     rows, left_out = [], []
     for gkey, g in sorted(groups.items()):
         if portability is not None:
@@ -402,13 +422,16 @@ def retire(folder, test, variable):
 
 
 def status(folder, machine):
-    """One paragraph: which references this machine has (portable and absolute)."""
-    portable = absolute = 0
+    """One paragraph: which references this machine has (its type's and its own)."""
+    portable = own = own_ratios = 0
     mine, others = set(), set()     # (test, variable) with rows for this type, for others
     for path in sorted(Path(folder).glob('*.csv')):
-        for key in load(path):
+        for key, ref in load(path).items():
             portable += key[2] == machine['machine_type']
-            absolute += key[2] == machine['machine_id']
+            if key[2] == machine['machine_id']:
+                own += 1
+                own_ratios += ref.unit == RATIO_UNIT
+                mine.add((key[4], key[6]))
             if key[2] == machine['machine_type']:
                 mine.add((key[4], key[6]))
             elif re.fullmatch(r'.+-\d+cpu-(vm|bare)', key[2]):    # another machine type
@@ -419,8 +442,10 @@ def status(folder, machine):
              f"id {machine['machine_id']})",
              f'references for this machine type (ratios to same-job baselines, asserted): '
              f'{portable}']
-    if absolute:
-        lines.append(f'absolute references for this machine (asserted): {absolute}')
+    if own:
+        lines.append(f'this machine\'s own references (asserted, made here by make references; '
+                     f'a ratio with an own row is asserted against it, not the type\'s): {own}, '
+                     f'{own_ratios} of them ratios')
     else:
         lines.append('absolute references for this machine: none, so absolute figures are '
                      'reported, not asserted (make them here with: make references RUNS=3)')
@@ -448,8 +473,9 @@ def main(argv=None):
     up.add_argument('--min-runs', type=int, default=3, help='runs a figure needs (default 3)')
     up.add_argument('--only', choices=['ratio', 'absolute', 'all'], default='all',
                     help="ratio: only the portable rows (ratios that travel, keyed by machine "
-                         "type); absolute: only this machine's rows (absolute figures and the "
-                         "ratios that do not travel)")
+                         "type); absolute: only this machine's own rows (keyed by its id: "
+                         "absolute figures, the ratios that do not travel, and its own rows of "
+                         "the ratios that do, asserted here before the type's)")
     up.add_argument('--variable', action='append', default=[], metavar='NAME',
                     help='only the rows of this variable (repeatable; default: every one), '
                          'so that a new figure gets rows without remaking the others')

@@ -8,13 +8,14 @@ own CPU and did not move (self-bound stacks: rank r on the r-th allowed CPU). Pe
 trajectory, Gflop/s, the share of wall time spent inside MPI calls (the thesis's Table 8), and
 the speedup over a 1-rank run of the same case in the same job (lower quartile of the seconds
 per trajectory over lower quartile, Su3Run.speedup, reported) and the speedup over the 1-rank
-time with every core of the run busy (Su3Run.speedup_busy, asserted where performance is (not
-in the README's quick pass, which reports su3 only): su3_rmd --alone on as many
+time with every core of the run busy (Su3Run.speedup_busy, asserted where performance is,
+but for the README's quick pass, which reports it and skips its baseline: su3_rmd --alone on as many
 ranks just before and just after the run, the faster of the two, each rank evolving the whole
 lattice by itself; when another tenant takes part of a core, that baseline slows as the run
 does, where the 1-rank run alone does not), and su3's own communication: the gathers' exchanges
 timed alone after the run, back to back with the ranks in step, over memcpy of the same bytes
-(Su3Run.exchange_over_memcpy, asserted with speedup_busy), and the gathers' time inside MPI
+(Su3Run.exchange_over_memcpy, asserted with speedup_busy; in the quick pass only against a
+machine's own rows, made there by `make references`), and the gathers' time inside MPI
 during the run over the same memcpy (Su3Run.gather_over_memcpy, reported only: it also holds
 the wait for a partner still computing, which doubled for hours with no change in any library,
 docs/measurement.md). Communication is 5-12 % of su3's time, so a 20 % slower MPI moves
@@ -160,11 +161,14 @@ class Su3Run(Su3Base):
         """What ReferenceLookup looks up (it asserts none when assert_performance is false,
         and lists the portable ones in the report, so that a run that only reports them, as
         the README's quick pass does, can make or widen rows); nothing for an oversubscribed
-        run, whose figures say nothing of the library. Not looked up, so only reported:
+        run, whose figures say nothing of the library; speedup_busy only where its baseline
+        runs (busy_baseline). Not looked up, so only reported:
         `speedup` (speedup_busy supersedes it) and gather_over_memcpy (exchange_over_memcpy
         times the same calls without the wait for a partner that it holds)."""
-        return [] if self.oversubscribed else \
-            ['s_per_traj', 'gflops', 'comm_share', 'speedup_busy', 'exchange_over_memcpy']
+        if self.oversubscribed:
+            return []
+        return ['s_per_traj', 'gflops', 'comm_share', 'exchange_over_memcpy'] + \
+            (['speedup_busy'] if self.busy_baseline else [])
 
     @run_before('run')
     def set_command(self):
@@ -175,7 +179,7 @@ class Su3Run(Su3Base):
         # `speedup_busy`: the whole lattice on each of the run's ranks at once (--alone), just
         # before the run and just after it (after_launch).
         # Only where speedup_busy is asserted (not with more ranks than cores, nor in the
-        # README's quick pass, which reports su3): two launches of the ranks cost time.
+        # README's quick pass, which reports it): two launches of the ranks cost time.
         self.prerun_cmds.append(baseline_line(self, launch_line(self, 1, su3_options(self),
                                                                 'np1')))
         self.keep_files = ['np1.out', 'np1.err']
@@ -192,9 +196,10 @@ class Su3Run(Su3Base):
 
     @property
     def busy_baseline(self):
-        """Whether the --alone baselines run: where speedup_busy is asserted (never with more
-        ranks than cores: mark_oversubscribed clears assert_performance)."""
-        return self.assert_performance
+        """Whether the --alone baselines run: where speedup_busy can be asserted (never with
+        more ranks than cores: mark_oversubscribed clears assert_performance; not where it is
+        reported only, as in the README's quick pass: -S Su3Run.report_only=speedup_busy,...)."""
+        return self.assert_performance and 'speedup_busy' not in self.report_only
 
     @run_before('performance')
     def drop_busy_speedup(self):
