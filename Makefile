@@ -18,8 +18,8 @@ generate:         ## regenerate spack-envs/ and containers/ from the registry
 	python3 site/generate.py
 
 references:       ## make references on this machine from RUNS (3) quick passes, or REPORTS, or stored SESSIONS
-	if [ -n "$(REPORTS)" ]; then bash ci/references.sh --reports $(REPORTS); \
-	elif [ -n "$(SESSIONS)" ]; then bash ci/references.sh --sessions $(SESSIONS); \
+	if [ -n "$(REPORTS)" ]; then TESTBED_REFERENCE_KIND=$(or $(KIND),all) bash ci/references.sh --reports $(REPORTS); \
+	elif [ -n "$(SESSIONS)" ]; then TESTBED_REFERENCE_KIND=$(or $(KIND),all) bash ci/references.sh --sessions $(SESSIONS); \
 	else bash ci/references.sh $(or $(RUNS),3) $(or $(KIND),absolute); fi
 
 summary:          ## print the summary table of the last full run again

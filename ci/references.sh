@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make references on this machine from N runs of the README's quick pass (default 3):
 #   ci/references.sh [N] [absolute|ratio|all]        (make references RUNS=N KIND=...)
-#   ci/references.sh --reports R1.json R2.json ...    (from runs already made)
+#   ci/references.sh --reports R1.json R2.json ...    (from runs already made; KIND from
+#                                                      TESTBED_REFERENCE_KIND, default all)
 #   ci/references.sh --sessions UUID1 UUID2 ...       (from sessions in ReFrame's results storage:
 #                                                      reframe --list-stored-sessions)
 # Either way it ends with the change to reframe/references as a diff, for review before commit.

@@ -130,17 +130,21 @@ def test_derive_median_and_log_space_tolerance_per_variable(tmp_path):
     by = {(r['machine'], r['case'], r['variable']): r for r in rows}
     quiet = by[('x86_64-2cpu-vm', 'quiet', 'time_over_shm')]   # a ratio travels: by type
     assert ('x86_64-2cpu-vm', 'quiet', 'latency') not in by   # absolute: this machine only
-    # every figure gets this machine's own row; a ratio's own row has the floor of rows that
-    # stay on their machine (W_MIN), the type's that of rows that travel
+    # every figure gets this machine's own row; a travelling ratio's own row has the same
+    # value and band (the floor of ratios that travel: the noise is the machine's own), an
+    # absolute figure's the floor of rows that stay on their machine
     own = by[('m-1', 'quiet', 'time_over_shm')]
-    assert own['value'] == quiet['value'] and float(own['upper']) < float(quiet['upper'])
-    assert by[('m-1', 'quiet', 'latency')]['unit'] == 'us'
+    assert (own['value'], own['upper']) == (quiet['value'], quiet['upper'])
+    latency = by[('m-1', 'quiet', 'latency')]
+    assert latency['unit'] == 'us'
     assert float(quiet['value']) == pytest.approx(1.0)
     logs = [math.log(v) for v in (1.0, 1.02, 0.99)]
     sd = (sum((x - sum(logs) / 3) ** 2 for x in logs) / 2) ** 0.5
     w = max(3 * sd, 1.5 * math.log(1.02), references.W_MIN_PORTABLE)   # it travels
     assert float(quiet['upper']) == pytest.approx(math.exp(w) - 1, abs=1e-4)
     assert float(quiet['lower']) == pytest.approx(math.exp(-w) - 1, abs=1e-4)
+    assert float(latency['upper']) == pytest.approx(math.exp(max(
+        3 * sd, 1.5 * math.log(1.02), references.W_MIN)) - 1, abs=1e-4)
     # Not pooled: the noisy case's spread does not widen the quiet one, and its own band
     # (it moved 1.5x) would accept 2x, so it is left out and said, not written wide.
     assert not any(k[1:] == ('noisy', 'time_over_shm') for k in by)
@@ -174,8 +178,10 @@ def test_update_only_absolute_writes_this_machines_own_rows_of_every_figure(tmp_
                             *map(str, reports)]) == 0
     table = references.load(refs / 'p2p.csv')
     assert {(k[2], k[6]) for k in table} == {('m-1', 'latency'), ('m-1', 'time_over_shm')}
-    assert all(ref.upper == pytest.approx(math.exp(references.W_MIN) - 1, abs=1e-4)
-               for ref in table.values())
+    floors = {k[6]: ref.upper for k, ref in table.items()}
+    assert floors['latency'] == pytest.approx(math.exp(references.W_MIN) - 1, abs=1e-4)
+    assert floors['time_over_shm'] == pytest.approx(math.exp(references.W_MIN_PORTABLE) - 1,
+                                                    abs=1e-4)
 
 
 def test_derive_ignores_broken_runs_and_needs_three(tmp_path):
