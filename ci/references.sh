@@ -15,7 +15,10 @@ TESTBED_REPO=$repo . "$repo/site/env.sh"
 kind=absolute
 if [ "${1:-}" = "--reports" ]; then
     shift
-    reports=("$@")
+    reports=()
+    for r in "$@"; do       # as the caller named them: update runs in reframe/
+        case "$r" in /*) reports+=("$r") ;; *) reports+=("$PWD/$r") ;; esac
+    done
     kind=${TESTBED_REFERENCE_KIND:-all}
 elif [ "${1:-}" = "--sessions" ]; then
     shift
