@@ -54,16 +54,16 @@ W_MIN = 0.05
 #: 2026-11-23, 08:33 UTC); the floor is that with a quarter more. Such noise is the machine's
 #: own (a tenant on the host, the vCPUs' placement), so own rows keep the floor: with 5 %, own
 #: rows from three quick passes (second Xeon VM, 2026-11-26) missed in clean runs after them:
-#: su3's exchange six times in four runs (0.93x to 1.20x of their values), HPL's Gflop/s and
+#: su3's exchange six times in three runs (0.93x to 1.20x of their values), HPL's Gflop/s and
 #: time once in three (1.056x, 0.947x), su3's Gflop/s and seconds per trajectory seven times
 #: in three (0.92x to 1.07x).
 W_MIN_PORTABLE = 0.15
 #: the figures whose own rows get W_MIN, test -> variables (None: all of them), each measured
 #: to hold it on its machine: P2PStack's (the median over twelve modes, which one jumping mode
 #: does not move; six clean runs over an hour, second Xeon VM, 2026-11-26, docs/measurement.md).
-#: Not HPL's panels: rows from three quick passes with bands of 5 % to 14 % held ten clean runs
-#: and then missed three times in the next four (0.88x to 0.95x, faster transfers, 08:37-08:43
-#: UTC that day); nor su3's exchange (0.87x to 1.20x in clean runs).
+#: Not HPL's panels: rows from three quick passes with bands of 5 % to 14 % held nine clean
+#: runs and then missed three times in the next three (0.88x to 0.95x, faster transfers,
+#: 08:37-08:47 UTC that day); nor su3's exchange (0.87x to 1.20x in clean runs).
 NARROW_FLOOR = {'P2PStack': None}
 
 

@@ -255,3 +255,18 @@ def test_su3_bad_decomposition_stops_with_the_parameter(workdir, ranks, args, me
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert 'SU3-RUN' not in proc.stdout       # stopped before any work
+
+
+def test_pvm_matrix_asserts_the_median_over_its_cases_and_reports_each_case(workdir):
+    # one case's figure spread too far to assert (0.57x of its machine's own row in a clean
+    # run); the median over the cases, as P2PStack's over the MPI modes, is what is looked up
+    proc, cases = reframe(workdir, '-r', '-n', 'PvmMatrix.*%route=direct.*%size_range=quick.*%pack=double',
+                          '-S', 'PvmMatrix.samples=2')
+    tc = cases[('PvmMatrix', 'pvm-3_4')]
+    assert tc['result'] == 'pass', tc.get('fail_reason')
+    assert sorted(tc['looked_up_variables']) == ['bandwidth', 'latency', 'pvmd_boot']
+    values = {k.split(':')[-1]: v[0] for k, v in tc['perfvalues'].items()}
+    for what in ('latency', 'bandwidth'):
+        per_case = [v for k, v in values.items() if k.startswith(f'{what}_')]
+        assert len(per_case) == 3
+        assert values[what] == pytest.approx(sorted(per_case)[1])
