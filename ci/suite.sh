@@ -4,13 +4,11 @@
 #                       1 KiB, 64 KiB, 1 MiB: the peers' sizes) with 15 samples per size;
 #                       HPL at N=7200 on the 1x2 grid (1800 on the oversubscribed 2x2),
 #                       panel_over_memcpy reported (a clean run of 2026-11-25 found the VM
-#                       in a state with faster transfers: `make run` asserts the type's rows;
-#                       a machine's own rows are asserted here too);
+#                       in a state with faster transfers: `make run` asserts it);
 #                       su3_rmd preset 1 on 2 ranks (speedup_busy and exchange_over_memcpy
-#                       reported, not asserted against the type's rows: a few seconds of the
+#                       reported, not asserted: a few seconds of the
 #                       VM's slow placement failed the speedup, docs/measurement.md; `make run`
-#                       asserts both, and the quick pass asserts a machine's own rows, made by
-#                       `make references`) and its rank invariance over 1, 2 and 4 ranks.
+#                       asserts both) and its rank invariance over 1, 2 and 4 ranks.
 #                       `make run` only: HPL's 1x1 grid (one rank, no MPI to speak of: the
 #                       same BLAS on every stack) and the 4-rank Su3Run cases (oversubscribed:
 #                       nothing asserted but their sanity, which the invariance covers); they

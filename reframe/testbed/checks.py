@@ -548,9 +548,9 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
     #: portable variables whose rows exist for some machine types only: asserted where the
     #: type has a row, reported where it has none, even when references are required
     optional_portable = variable(typ.List[str], value=[])
-    #: variables not asserted against the machine type's rows in this run, e.g. -S
-    #: HplRun.report_only=NAME (the README's quick pass, for a figure whose travelling rows
-    #: `make run` asserts); where this machine has its own row (make references) it is asserted
+    #: variables reported but not asserted in this run, e.g. -S HplRun.report_only=NAME (the
+    #: README's quick pass, for a figure asserted only in `make run`, against this machine's
+    #: own row where it has one, else its type's)
     report_only = variable(typ.List[str], value=[])
     #: false for runs whose figures are reported but never asserted (more ranks than cores)
     assert_performance = variable(typ.Bool, value=True)
@@ -584,13 +584,12 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
         # every portable figure, asserted or only reported: the report says which ones travel,
         # so that `references update` and `transfer` can make or widen rows from any run
         self.portable_variables = [n for n in every if self.portable_variable(n)]
+        names = [n for n in every if n not in self.report_only]
         try:        # read (and so validate) the file even when nothing will be asserted
-            # report_only: not asserted against the type's rows; a row this machine made of
-            # its own runs (make references) is asserted
             table, missing, _ = references.for_test(
                 path, self.current_system.name, self.current_partition.name, rec,
-                stack_of(self)[1].name, type(self).__name__, self.reference_case, every,
-                self.portable_variables, report_only=self.report_only)
+                stack_of(self)[1].name, type(self).__name__, self.reference_case, names,
+                [n for n in self.portable_variables if n in names])
         except references.ReferenceError as err:
             raise ReframeError(str(err)) from None
         # Oversubscribed runs are never asserted; TESTBED_MEASURE_ONLY=1 (making references,

@@ -147,16 +147,13 @@ def load(path):
     return table
 
 
-def for_test(path, system, partition, machine, stack, test, case, variables, portable,
-             report_only=()):
+def for_test(path, system, partition, machine, stack, test, case, variables, portable):
     """ReFrame's `reference` dict for one test case, and the variables left without one.
 
     `machine` is the record of testbed.machine. A variable in `portable` (a ratio to a
     same-job baseline) is looked up under this machine's id first (its own row, made here by
     `make references`, from this machine's spread) and then under the machine type (the row
-    that travels); any other variable under the machine id only. A variable in `report_only`
-    (reported, not asserted against the type's rows in this run) is asserted only where this
-    machine has its own row, and is never missing.
+    that travels); any other variable under the machine id only.
     Returns (reference, missing_portable, missing_absolute)."""
     table = load(path)
     found, missing_portable, missing_absolute = {}, [], []
@@ -164,8 +161,6 @@ def for_test(path, system, partition, machine, stack, test, case, variables, por
         own = table.get((system, partition, machine['machine_id'], stack, test, case, var))
         if own is not None:
             found[var] = own.as_reframe()
-        elif var in report_only:
-            continue
         elif var in portable:
             ref = table.get((system, partition, machine['machine_type'], stack, test, case, var))
             if ref is not None:

@@ -14,8 +14,8 @@ ranks just before and just after the run, the faster of the two, each rank evolv
 lattice by itself; when another tenant takes part of a core, that baseline slows as the run
 does, where the 1-rank run alone does not), and su3's own communication: the gathers' exchanges
 timed alone after the run, back to back with the ranks in step, over memcpy of the same bytes
-(Su3Run.exchange_over_memcpy, asserted with speedup_busy; in the quick pass only against a
-machine's own rows, made there by `make references`), and the gathers' time inside MPI
+(Su3Run.exchange_over_memcpy, asserted with speedup_busy, against a machine's own rows where
+`make references` made them), and the gathers' time inside MPI
 during the run over the same memcpy (Su3Run.gather_over_memcpy, reported only: it also holds
 the wait for a partner still computing, which doubled for hours with no change in any library,
 docs/measurement.md). Communication is 5-12 % of su3's time, so a 20 % slower MPI moves
