@@ -42,7 +42,7 @@ HEADER_COMMENT = ('# Performance references, one row per system/partition/machin
 RATIO_UNIT = 'ratio'
 #: a row accepting a factor of 2 either way is refused: it would catch nothing worth catching
 MAX_FACTOR = 2.0
-#: the narrowest tolerance of a machine's own rows of the figures in NARROW_FLOOR (log space,
+#: the narrowest tolerance of a machine's own rows of the tests in NARROW_FLOOR_TESTS (log space,
 #: about 5 %): three runs estimate a spread poorly, and the 2-core VMs of this type move even
 #: compute-bound ratios by 1 % between runs.
 W_MIN = 0.05
@@ -58,13 +58,14 @@ W_MIN = 0.05
 #: time once in three (1.056x, 0.947x), su3's Gflop/s and seconds per trajectory seven times
 #: in three (0.92x to 1.07x).
 W_MIN_PORTABLE = 0.15
-#: the figures whose own rows get W_MIN, test -> variables (None: all of them), each measured
-#: to hold it on its machine: P2PStack's (the median over twelve modes, which one jumping mode
+#: the tests whose own rows get W_MIN, each measured to hold it on its machine: P2PStack's (the median over twelve modes, which one jumping mode
 #: does not move; six clean runs over an hour, second Xeon VM, 2026-11-26, docs/measurement.md).
 #: Not HPL's panels: rows from three quick passes with bands of 5 % to 14 % held nine clean
 #: runs and then missed three times in the next three (0.88x to 0.95x, faster transfers,
 #: 08:37-08:47 UTC that day); nor su3's exchange (0.87x to 1.20x in clean runs).
-NARROW_FLOOR = {'P2PStack': None}
+NARROW_FLOOR_TESTS = ('P2PStack',)
+#: a machine type's name (testbed/machine.py), as opposed to one machine's id (m-...)
+MACHINE_TYPE = re.compile(r'.+-\d+cpu-(vm|bare)')
 
 
 #: why derive() leaves a figure out when its band would accept MAX_FACTOR
@@ -274,16 +275,16 @@ def _aggregate_cases(cases):
     return out
 
 
-def narrow_floor(test, variable):
-    """Whether a machine's own row of this figure gets the W_MIN floor (NARROW_FLOOR)."""
-    return test in NARROW_FLOOR and (NARROW_FLOOR[test] is None or variable in NARROW_FLOOR[test])
+def narrow_floor(test):
+    """Whether a machine's own rows of this test get the W_MIN floor (NARROW_FLOOR_TESTS)."""
+    return test in NARROW_FLOOR_TESTS
 
 
 def tolerance(values, k=3.0, floor=W_MIN):
     """Half-width in log space of the band around the median of `values`: the larger of
     k standard deviations of ln(value), 1.5 times the largest measured distance from the
-    median, and `floor` (W_MIN_PORTABLE; W_MIN for a machine's own rows of the figures in
-    NARROW_FLOOR)."""
+    median, and `floor` (W_MIN_PORTABLE; W_MIN for a machine's own rows of the tests in
+    NARROW_FLOOR_TESTS)."""
     logs = [math.log(v) for v in values]
     mid = statistics.median(logs)
     sd = statistics.stdev(logs) if len(logs) > 1 else 0.0
@@ -343,7 +344,7 @@ def derive(report_paths, k=3.0, min_runs=3, portability=None):
         if len(vals) < min_runs:
             left_out.append((gkey, f'measured in {len(vals)} run(s), fewer than {min_runs}'))
             continue
-        w = tolerance(vals, k, W_MIN if not g['portable'] and narrow_floor(gkey[4], gkey[6])
+        w = tolerance(vals, k, W_MIN if not g['portable'] and narrow_floor(gkey[4])
                       else W_MIN_PORTABLE)
         if math.exp(w) >= MAX_FACTOR:
             left_out.append((gkey, f'{TOO_WIDE}: a band of x{math.exp(w):.2f} '
@@ -450,7 +451,7 @@ def status(folder, machine):
                 mine.add((key[4], key[6]))
             if key[2] == machine['machine_type']:
                 mine.add((key[4], key[6]))
-            elif re.fullmatch(r'.+-\d+cpu-(vm|bare)', key[2]):    # another machine type
+            elif MACHINE_TYPE.fullmatch(key[2]):    # another machine type
                 others.add((key[4], key[6]))
     lines = [f"machine: {machine['cpu_model']}, {machine['cpus']} CPUs, "
              f"{machine['memory_bytes'] / 2**30:.1f} GiB, kernel {machine['kernel']}, "
