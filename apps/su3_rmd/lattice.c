@@ -206,20 +206,46 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv)
     log_gather((long)count * (long)sizeof(double), tb_now_s() - t0, d, s);
 }
 
-/* `reps` exchanges of gather log g in a row; seconds per exchange. */
-static double exchanges(lattice *lat, const gather_log *g, double *recv, int reps)
+/* The least pause after each timed exchange (below). LAM 7.1 needed 5 us. */
+#define EXCHANGE_PAUSE_MIN_S 10e-6
+/* A tag no message carries (the gathers use 0-7). */
+#define NO_MESSAGE_TAG 99
+
+/* `reps` exchanges of gather log g, each timed on its own and followed by an untimed pause
+ * of pause_s; seconds per exchange, pauses left out.
+ * Why the pause: in the run a gather follows arithmetic, never the previous gather's last
+ * call. Back to back, a rank that returns first starts the next exchange while its partner
+ * still finishes the last one, and what that overlap costs is the library's answer to a
+ * pattern su3 does not have: LAM 7.1 (usysv) took 28-31 us per exchange back to back
+ * against 9-11 us for its gathers, and an injected slowdown of every call made it 2.4x
+ * faster (docs/measurement.md). Every rank pauses for the same time: a pause as long as
+ * the rank's own last exchange would hand each rank's wait for the other on to the next
+ * exchange, and the ranks' skew would grow without bound (seen: exchanges of ms).
+ * The pause ends in an MPI_Iprobe that matches nothing: the slowdown shim (apps/slowdown)
+ * counts time outside MPI as computation and pads it at the next call, which is then this
+ * untimed one rather than the next timed exchange. */
+static double exchanges(lattice *lat, const gather_log *g, double *recv, int reps,
+                        double pause_s)
 {
-    int count = (int)(g->bytes / (long)sizeof(double));
-    double t0 = tb_now_s();
-    for (int r = 0; r < reps; r++)
+    int count = (int)(g->bytes / (long)sizeof(double)), flag;
+    MPI_Status st;
+    double sum = 0.0;
+    for (int r = 0; r < reps; r++) {
+        double t0 = tb_now_s();
         exchange(lat, lat->sendbuf, recv, count, g->d, g->dir, 0);
-    return (tb_now_s() - t0) / reps;
+        double t1 = tb_now_s();
+        sum += t1 - t0;
+        while (tb_now_s() - t1 < pause_s)
+            ;
+        MPI_Iprobe(MPI_ANY_SOURCE, NO_MESSAGE_TAG, MPI_COMM_WORLD, &flag, &st);
+    }
+    return sum / reps;
 }
 
 /* The payload a rank sends in sample j of the exchanges timed alone. */
 static double payload(int rank, int j, long i) { return rank * 1e9 + j * 1e6 + (double)i; }
 
-int time_exchanges(lattice *lat, int samples, double *t, int *reps, int *bad)
+int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *pause, int *bad)
 {
     int rank;
     long most = 0;
@@ -237,18 +263,22 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, int *bad)
         return -1;
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    /* Exchanges per sample: doubled until the slowest rank's sample lasts 1 ms. Each
-     * calibration round starts with one untimed exchange, as every sample does. */
+    /* Exchanges per sample: doubled until the slowest rank's exchanges (pauses left out)
+     * last 1 ms. Each calibration round starts with one untimed exchange, as every sample
+     * does. The samples' pause: the slowest rank's mean exchange of the last round, at
+     * least EXCHANGE_PAUSE_MIN_S, the same on every rank (see exchanges). */
     for (int k = 0; k < gather_sizes; k++) {
         double took = 0.0;
         bad[k] = 0;
         for (reps[k] = 1; reps[k] < (1 << 20); reps[k] *= 2) {
-            exchanges(lat, &gather_logs[k], spare, 1);
-            double s = exchanges(lat, &gather_logs[k], recv, reps[k]) * reps[k];
+            exchanges(lat, &gather_logs[k], spare, 1, EXCHANGE_PAUSE_MIN_S);
+            double s = exchanges(lat, &gather_logs[k], recv, reps[k], EXCHANGE_PAUSE_MIN_S) *
+                       reps[k];
             MPI_Allreduce(&s, &took, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
             if (took >= 1e-3)
                 break;
         }
+        pause[k] = took / reps[k] > EXCHANGE_PAUSE_MIN_S ? took / reps[k] : EXCHANGE_PAUSE_MIN_S;
     }
     /* Passes over the sizes, so that a burst of noise touches every size a little. Each
      * sample sends its own payload, written before and checked after the timing; its first
@@ -261,8 +291,8 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, int *bad)
                 send[i] = payload(rank, j, i);
             if (lat->corrupt_exchange && rank == 0 && j == samples / 2)
                 send[m / 2] = -1.0;
-            exchanges(lat, g, spare, 1);
-            t[k * samples + j] = exchanges(lat, g, recv, reps[k]);
+            exchanges(lat, g, spare, 1, pause[k]);
+            t[k * samples + j] = exchanges(lat, g, recv, reps[k], pause[k]);
             int from = lat->nbr[g->d][g->dir];
             for (long i = 0; i < m; i++)
                 if (recv[i] != payload(from, j, i)) {

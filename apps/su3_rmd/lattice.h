@@ -64,11 +64,13 @@ long lattice_global_index(const lattice *lat, int i);
 void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv);
 
 /* Each gather size's exchange alone, after the run: the gather's own calls, partners and
- * bytes repeated back to back, so the ranks are in step and no time waits for a partner
- * still computing. Collective. For gather_logs[k]: t[k * samples + j] the seconds per
- * exchange of sample j on this rank, reps[k] exchanges per sample (each sample lasts at
- * least 1 ms), bad[k] the samples whose last message arrived wrong. -1 without memory. */
-int time_exchanges(lattice *lat, int samples, double *t, int *reps, int *bad);
+ * bytes repeated with the ranks in step, so no time waits for a partner still computing,
+ * each exchange timed on its own and followed by the same untimed pause on every rank (as
+ * a gather follows arithmetic). Collective. For gather_logs[k]: t[k * samples + j] the
+ * seconds per exchange of sample j on this rank, reps[k] exchanges per sample (their times
+ * add up to at least 1 ms), pause[k] the seconds of each pause, bad[k] the samples whose
+ * last message arrived wrong. -1 without memory. */
+int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *pause, int *bad);
 
 /* The `per` matrices of field at the neighbour of site i. */
 static inline const su3 *nbr_site(const lattice *lat, const su3 *field,

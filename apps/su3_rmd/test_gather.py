@@ -18,6 +18,9 @@ def test_two_ranks_report_each_gather_size(su3, launcher):
         # each size's exchange timed alone: samples of at least 1 ms, every payload right
         assert 0 < g['exchange_lq_s'] <= g['exchange_median_s']
         assert g['exchange_lq_s'] * g['exchange_reps'] >= 0.5e-3  # calibrated on the slowest
+        # each exchange is followed by an untimed pause, the same on both ranks: at least
+        # 10 us (as long as the calibration's mean exchange where that is longer)
+        assert g['exchange_pause_s'] >= 10e-6
         assert g['exchange_samples'] == 51 and g['exchange_bad'] == 0
     # every gather posts one Irecv on each of the 2 ranks (counts are rank 0's)
     irecv = next(c['count'] for c in records(out.stdout, 'SU3-MPI') if c['call'] == 'MPI_Irecv')

@@ -13,7 +13,8 @@ but for the README's quick pass, which reports it and skips its baseline: su3_rm
 ranks just before and just after the run, the faster of the two, each rank evolving the whole
 lattice by itself; when another tenant takes part of a core, that baseline slows as the run
 does, where the 1-rank run alone does not), and su3's own communication: the gathers' exchanges
-timed alone after the run, back to back with the ranks in step, over memcpy of the same bytes
+timed alone after the run with the ranks in step, each followed by the same pause on both
+ranks, over memcpy of the same bytes
 (Su3Run.exchange_over_memcpy, asserted with speedup_busy, against a machine's own rows where
 `make references` made them), and the gathers' time inside MPI
 during the run over the same memcpy (Su3Run.gather_over_memcpy, reported only: it also holds
@@ -57,7 +58,7 @@ def over_memcpy(gathers, field='lq_s'):
     """The geometric mean over message sizes of a time per message (`field` of the SU3-GATHER
     records) over the seconds memcpy takes for the same bytes on the same core. 'lq_s': the
     gathers' lower quartile inside MPI during the run (gather_over_memcpy); 'exchange_lq_s':
-    the same exchange timed alone after the run, back to back (exchange_over_memcpy)."""
+    the same exchange timed alone after the run, the ranks in step (exchange_over_memcpy)."""
     if not gathers:
         raise ValueError('no SU3-GATHER record in the output')
     logs = []
@@ -319,11 +320,14 @@ class Su3Run(Su3Base):
     @performance_function('ratio')
     def exchange_over_memcpy(self):
         """su3's communication with no wait in it: each gather size's exchange (the gather's
-        own calls, partners and bytes) timed alone after the run, back to back so both ranks
-        are in step, lower quartile of 51 samples of at least 1 ms; over memcpy of the same
-        bytes, geometric mean over the sizes (over_memcpy above). The gathers inside the run
-        also wait for a partner still computing, and that wait moved with the machine's state
-        (docs/measurement.md); this does not hold it."""
+        own calls, partners and bytes) timed alone after the run with both ranks in step,
+        each exchange timed on its own and followed by the same untimed pause on both ranks
+        (not back to back: LAM 7.1 took three times its gathers' time that way, and got
+        faster when slowed; docs/measurement.md), lower quartile of 51 samples of at least
+        1 ms of exchanges; over memcpy of the same bytes, geometric mean over the sizes
+        (over_memcpy above). The gathers inside the run also wait for a partner still
+        computing, and that wait moved with the machine's state (docs/measurement.md); this
+        does not hold it."""
         out = os.path.join(self.stagedir, self.stdout.evaluate())
         return sn.defer(over_memcpy(records(out, 'SU3-GATHER'), 'exchange_lq_s'))
 
