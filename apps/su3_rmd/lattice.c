@@ -1,7 +1,9 @@
 /* Domain decomposition, neighbour gathers and MPI call profiling. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
+#include "../common/tb_median.h"
 #include "lattice.h"
 
 const char *prof_name[P_NCALLS] = {
@@ -208,11 +210,14 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv)
 
 /* The least pause after each timed exchange (below). LAM 7.1 needed 5 us. */
 #define EXCHANGE_PAUSE_MIN_S 10e-6
+/* Exchanges timed to calibrate each size's samples (time_exchanges). */
+#define CALIBRATION_EXCHANGES 64
 /* A tag no message carries (the gathers use 0-7). */
 #define NO_MESSAGE_TAG 99
 
 /* `reps` exchanges of gather log g, each timed on its own and followed by an untimed pause
- * of pause_s; seconds per exchange, pauses left out.
+ * of pause_s; seconds per exchange, pauses left out; each exchange's seconds in each[r]
+ * unless each is NULL.
  * Why the pause: in the run a gather follows arithmetic, never the previous gather's last
  * call. Back to back, a rank that returns first starts the next exchange while its partner
  * still finishes the last one, and what that overlap costs is the library's answer to a
@@ -225,7 +230,7 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv)
  * counts time outside MPI as computation and pads it at the next call, which is then this
  * untimed one rather than the next timed exchange. */
 static double exchanges(lattice *lat, const gather_log *g, double *recv, int reps,
-                        double pause_s)
+                        double pause_s, double *each)
 {
     int count = (int)(g->bytes / (long)sizeof(double)), flag;
     MPI_Status st;
@@ -235,6 +240,8 @@ static double exchanges(lattice *lat, const gather_log *g, double *recv, int rep
         exchange(lat, lat->sendbuf, recv, count, g->d, g->dir, 0);
         double t1 = tb_now_s();
         sum += t1 - t0;
+        if (each)
+            each[r] = t1 - t0;
         while (tb_now_s() - t1 < pause_s)
             ;
         MPI_Iprobe(MPI_ANY_SOURCE, NO_MESSAGE_TAG, MPI_COMM_WORLD, &flag, &st);
@@ -263,22 +270,24 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *paus
         return -1;
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    /* Exchanges per sample: doubled until the slowest rank's exchanges (pauses left out)
-     * last 1 ms. Each calibration round starts with one untimed exchange, as every sample
-     * does. The samples' pause: the slowest rank's mean exchange of the last round, at
-     * least EXCHANGE_PAUSE_MIN_S, the same on every rank (see exchanges). */
+    /* Calibration, per size: CALIBRATION_EXCHANGES exchanges (after one untimed, as every
+     * sample starts), the median of their times, the largest over the ranks. Exchanges per
+     * sample: as many as make 1 ms at that median. The samples' pause: that median, at least
+     * EXCHANGE_PAUSE_MIN_S, the same on every rank (see exchanges). A median, not the total
+     * of a round as before: one stall of about 1 ms in a calibration round of 4 exchanges
+     * once made the samples 4 exchanges long with pauses of 768 us between them, and that
+     * size's exchange read 1.6x its usual time (openmpi-5.0, 27,648 bytes, 2026-11-26). */
+    double each[CALIBRATION_EXCHANGES];
     for (int k = 0; k < gather_sizes; k++) {
-        double took = 0.0;
+        double med, slowest;
         bad[k] = 0;
-        for (reps[k] = 1; reps[k] < (1 << 20); reps[k] *= 2) {
-            exchanges(lat, &gather_logs[k], spare, 1, EXCHANGE_PAUSE_MIN_S);
-            double s = exchanges(lat, &gather_logs[k], recv, reps[k], EXCHANGE_PAUSE_MIN_S) *
-                       reps[k];
-            MPI_Allreduce(&s, &took, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            if (took >= 1e-3)
-                break;
-        }
-        pause[k] = took / reps[k] > EXCHANGE_PAUSE_MIN_S ? took / reps[k] : EXCHANGE_PAUSE_MIN_S;
+        exchanges(lat, &gather_logs[k], spare, 1, EXCHANGE_PAUSE_MIN_S, NULL);
+        exchanges(lat, &gather_logs[k], recv, CALIBRATION_EXCHANGES, EXCHANGE_PAUSE_MIN_S, each);
+        med = tb_median(each, CALIBRATION_EXCHANGES);
+        MPI_Allreduce(&med, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        double want = slowest > 0 ? ceil(1e-3 / slowest) : 1.0;
+        reps[k] = want < 1 ? 1 : want > (1 << 20) ? (1 << 20) : (int)want;
+        pause[k] = slowest > EXCHANGE_PAUSE_MIN_S ? slowest : EXCHANGE_PAUSE_MIN_S;
     }
     /* Passes over the sizes, so that a burst of noise touches every size a little. Each
      * sample sends its own payload, written before and checked after the timing; its first
@@ -291,8 +300,8 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *paus
                 send[i] = payload(rank, j, i);
             if (lat->corrupt_exchange && rank == 0 && j == samples / 2)
                 send[m / 2] = -1.0;
-            exchanges(lat, g, spare, 1, pause[k]);
-            t[k * samples + j] = exchanges(lat, g, recv, reps[k], pause[k]);
+            exchanges(lat, g, spare, 1, pause[k], NULL);
+            t[k * samples + j] = exchanges(lat, g, recv, reps[k], pause[k], NULL);
             int from = lat->nbr[g->d][g->dir];
             for (long i = 0; i < m; i++)
                 if (recv[i] != payload(from, j, i)) {

@@ -67,8 +67,8 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv);
  * bytes repeated with the ranks in step, so no time waits for a partner still computing,
  * each exchange timed on its own and followed by the same untimed pause on every rank (as
  * a gather follows arithmetic). Collective. For gather_logs[k]: t[k * samples + j] the
- * seconds per exchange of sample j on this rank, reps[k] exchanges per sample (their times
- * add up to at least 1 ms), pause[k] the seconds of each pause, bad[k] the samples whose
+ * seconds per exchange of sample j on this rank, reps[k] exchanges per sample (1 ms of
+ * them at the calibration's median exchange), pause[k] the seconds of each pause, bad[k] the samples whose
  * last message arrived wrong. -1 without memory. */
 int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *pause, int *bad);
 
