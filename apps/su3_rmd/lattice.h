@@ -68,8 +68,8 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv);
  * each exchange timed on its own and followed by the same untimed pause on every rank (as
  * a gather follows arithmetic). Collective. For gather_logs[k]: t[k * samples + j] the
  * seconds per exchange of sample j on this rank, reps[k] exchanges per sample (1 ms of
- * them at the calibration's median exchange), pause[k] the seconds of each pause, bad[k] the samples whose
- * last message arrived wrong. -1 without memory. */
+ * them at the calibration's median exchange), pause[k] the seconds of each pause, bad[k]
+ * the samples whose last message arrived wrong. -1 without memory. */
 int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *pause, int *bad);
 
 /* The `per` matrices of field at the neighbour of site i. */

@@ -16,10 +16,9 @@ def test_two_ranks_report_each_gather_size(su3, launcher):
     for g in gathers:
         assert g['gathers'] > 0 and 0 < g['lq_s'] <= g['median_s'] and g['memcpy_lq_s'] > 0
         # each size's exchange timed alone: samples of about 1 ms of exchanges (at the
-        # calibration's median on the slower rank; a tenth of that allows for a machine
-        # that gets faster after the calibration), every payload right
+        # calibration's median on the slower rank), every payload right
         assert 0 < g['exchange_lq_s'] <= g['exchange_median_s']
-        assert g['exchange_lq_s'] * g['exchange_reps'] >= 0.1e-3
+        assert g['exchange_lq_s'] * g['exchange_reps'] >= 0.5e-3  # calibrated on the slowest
         # each exchange is followed by an untimed pause, the same on both ranks: at least
         # 10 us (the calibration's median exchange where that is longer)
         assert g['exchange_pause_s'] >= 10e-6

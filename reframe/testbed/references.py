@@ -58,11 +58,13 @@ W_MIN = 0.05
 #: time once in three (1.056x, 0.947x), su3's Gflop/s and seconds per trajectory seven times
 #: in three (0.92x to 1.07x).
 W_MIN_PORTABLE = 0.15
-#: the tests whose own rows get W_MIN, each measured to hold it on its machine: P2PStack's (the median over twelve modes, which one jumping mode
-#: does not move; six clean runs over an hour, second Xeon VM, 2026-11-26, docs/measurement.md).
-#: Not HPL's panels: rows from three quick passes with bands of 5 % to 14 % held nine clean
-#: runs and then missed three times in the next three (0.88x to 0.95x, faster transfers,
-#: 08:37-08:47 UTC that day); nor su3's exchange (0.87x to 1.20x in clean runs).
+#: the tests whose own rows get W_MIN, each measured to hold it on its machine: P2PStack's
+#: (the median over twelve modes, which one jumping mode does not move; six clean runs over
+#: an hour, second Xeon VM, 2026-11-26, docs/measurement.md). Not HPL's panels: rows from
+#: three quick passes with bands of 5 % to 14 % held nine clean runs and then missed three
+#: times in the next three (0.88x to 0.95x, faster transfers, 08:37-08:47 UTC that day); nor
+#: su3's exchange (0.87x to 1.20x in clean runs while it ran back to back; since it pauses,
+#: rows from nine runs needed up to +48 % on this VM).
 NARROW_FLOOR_TESTS = ('P2PStack',)
 #: a machine type's name (testbed/machine.py), as opposed to one machine's id (m-...)
 MACHINE_TYPE = re.compile(r'.+-\d+cpu-(vm|bare)')
