@@ -325,9 +325,9 @@ class Su3Run(Su3Base):
         each exchange timed on its own and followed by the same untimed pause on both ranks
         (not back to back: LAM 7.1 took three times its gathers' time that way, and got
         faster when slowed; docs/measurement.md), the least of 51 samples of at least 1 ms
-        of exchanges (NetPIPE's statistic: a sample is a mean over hundreds of exchanges, and
-        noise only lengthens it; the lower quartile moved 1.1-1.25x between launches where
-        the least moved 1.05-1.1x, docs/measurement.md); over memcpy of the same bytes,
+        of exchanges (NetPIPE's statistic: a sample is the mean of 66-423 exchanges here, and
+        noise only lengthens it; over 15 runs the least spread 1.06-1.25x per case and the
+        lower quartile 1.11-1.44x, docs/measurement.md); over memcpy of the same bytes,
         geometric mean over the sizes (over_memcpy above). The gathers inside the run also
         wait for a partner still computing, and that wait moved with the machine's state
         (docs/measurement.md); this does not hold it."""
