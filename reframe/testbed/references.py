@@ -63,8 +63,8 @@ W_MIN_PORTABLE = 0.15
 #: an hour, second Xeon VM, 2026-11-26, docs/measurement.md). Not HPL's panels: rows from
 #: three quick passes with bands of 5 % to 14 % held nine clean runs and then missed three
 #: times in the next three (0.88x to 0.95x, faster transfers, 08:37-08:47 UTC that day); nor
-#: su3's exchange (0.87x to 1.20x in clean runs while it ran back to back; since it pauses,
-#: rows from nine runs needed up to +48 % on this VM).
+#: su3's exchange (0.87x to 1.20x in clean runs while it ran back to back; since it pauses
+#: and takes its least sample, rows from 15 runs needed up to +32 % on this VM).
 NARROW_FLOOR_TESTS = ('P2PStack',)
 #: a machine type's name (testbed/machine.py), as opposed to one machine's id (m-...)
 MACHINE_TYPE = re.compile(r'.+-\d+cpu-(vm|bare)')
