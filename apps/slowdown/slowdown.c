@@ -13,6 +13,8 @@
  *                           the shim wraps (below)
  *   TESTBED_SLOWDOWN_PAUSE  a path: while a file is there, a process that starts
  *                           leaves everything at full speed (a baseline in the job)
+ *   TESTBED_SLOWDOWN_SENDS  "after" (default) or "before": where the sends
+ *                           (MPI_Send, Ssend, Isend, Issend) are padded (below)
  *
  * No link-time MPI dependency: the library is preloaded into launchers and
  * daemons too (mpiexec, hydra proxies, prterun, lamboot/lamd), which have no
@@ -43,6 +45,15 @@
  * and leaves its communication as it was: the run slows by less than f, and
  * its figure must show it. With TESTBED_SLOWDOWN_PAUSE the job measures its
  * baselines at full speed.
+ *
+ * Sends padded "before": a pad after a send delays only the sender, and the
+ * partner does not wait for it once the message is on its way (after a
+ * synchronous send's rendezvous, or while the partner computes), so the
+ * figure slows by less than f (LAM's Ssend exchange in su3_rmd: 1.07-1.13x at
+ * f = 1.2). A slower library delays the message itself. With "before" a send
+ * busy-waits first, (f - 1) x the own time of the thread's previous call of
+ * the same function (its own time is known only when it returns; the first
+ * call is not padded), so the message leaves later and the partner waits.
  *
  * "+Nns": the factor's two clock reads per call cost tens of ns, a large share
  * of a 0.2 us latency, so no factor slows a small message by only 5 %. The
@@ -89,6 +100,8 @@ static void *real[NCALLS + 1];
 static __thread int depth;      /* a slowed call made inside a slowed call is not slowed again */
 static int slow_work;           /* "work" is in the list */
 static __thread int64_t last_exit; /* when the thread's last wrapped call returned; 0: none yet */
+static int sends_before;        /* TESTBED_SLOWDOWN_SENDS=before */
+static __thread int64_t last_own[NCALLS]; /* a call's own time, ns, at its last return */
 
 static void bad(const char *var, const char *val, const char *why)
 {
@@ -123,6 +136,12 @@ __attribute__((constructor)) static void configure(void)
                 "fixed wait from +1ns to +1000000ns, e.g. +20ns");
         if (v == 1.0)
             return;
+    }
+    const char *where = getenv("TESTBED_SLOWDOWN_SENDS");
+    if (where && *where && strcmp(where, "after")) {
+        if (strcmp(where, "before"))
+            bad("TESTBED_SLOWDOWN_SENDS", where, "expected after (the default) or before");
+        sends_before = 1;
     }
     const char *list = getenv("TESTBED_SLOWDOWN_CALLS");
     if (!list)
@@ -200,7 +219,7 @@ static int64_t others(void)
  * to the shared total when it ends, so a partner blocked on it sees it. */
 /* This process's own account, printed at exit (see account()): how many calls
  * it padded, their own time, and the wait it injected. */
-static int64_t n_padded, own_ns, injected_ns, work_ns;
+static int64_t n_padded, own_ns, injected_ns, work_ns, n_before;
 
 /* Busy-waits (f - 1) x `own` ns from t1 (now). */
 static void wait_for(int64_t t1, int64_t own)
@@ -284,12 +303,24 @@ static void wait_fixed(void)
     n_padded++;
 }
 
-/* The account's note of the work outside the calls, whose time is in own. */
-static const char *work_note(void)
+/* The account's notes: the work outside the calls, whose time is in own, and
+ * how many of the padded calls were sends padded before they ran. */
+static const char *notes(void)
 {
-    static char note[64];
-    snprintf(note, sizeof note, " (work %lld ns)", (long long)work_ns);
+    static char note[96];
+    note[0] = 0;
+    if (slow_work)
+        snprintf(note, sizeof note, " (work %lld ns)", (long long)work_ns);
+    if (sends_before)
+        snprintf(note + strlen(note), sizeof note - strlen(note), " (sends before: %lld)",
+                 (long long)n_before);
     return note;
+}
+
+/* Whether call i is a send padded before it runs. */
+static int pads_before(int i)
+{
+    return sends_before && i <= ISSEND;
 }
 
 /* At exit: every rank removes the shared page's name (ranks still running keep
@@ -306,7 +337,7 @@ __attribute__((destructor)) static void account(void)
     else if (n_padded)
         fprintf(stderr, "slowdown: pid %d padded %lld calls: own %lld ns, injected %lld ns%s\n",
                 (int)getpid(), (long long)n_padded, (long long)own_ns, (long long)injected_ns,
-                slow_work ? work_note() : "");
+                notes());
 }
 
 #define ACTIVE(i) ((slowed >> (i)) & 1u && !depth)
@@ -321,16 +352,26 @@ __attribute__((destructor)) static void account(void)
         if (!slow && !bounds_work())                                 \
             return fn ARGS;                                          \
         if (fixed_ns) {         /* never with "work" */              \
+            if (pads_before(i))                                      \
+                wait_fixed();                                        \
             int rc = fn ARGS;                                        \
-            wait_fixed();                                            \
+            if (!pads_before(i))                                     \
+                wait_fixed();                                        \
             return rc;                                               \
         }                                                            \
         int work = work_enter();                                     \
         depth++;                                                     \
+        int pre = slow && pads_before(i);                            \
+        if (pre && last_own[i] > 0) {                                \
+            wait_for(tb_now_ns(), last_own[i]);                      \
+            __atomic_add_fetch(&n_before, 1, __ATOMIC_RELAXED);      \
+        }                                                            \
         int64_t before = slow ? others() : 0;                        \
         int64_t t0 = slow ? tb_now_ns() : 0;                         \
         int rc = fn ARGS;                                            \
-        if (slow)                                                    \
+        if (pre)                                                     \
+            last_own[i] = (tb_now_ns() - t0) - (others() - before);  \
+        else if (slow)                                               \
             pad(t0, before);                                         \
         depth--;                                                     \
         work_leave(work);                                            \
@@ -402,12 +443,12 @@ int MPI_Init(I argc, I argv)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
                          *list ? "," : "", names[i]);
         if (fixed_ns)
-            fprintf(stderr, "slowdown: active fixed +%ldns on %s (pid %d)\n", fixed_ns, list,
-                    (int)getpid());
+            fprintf(stderr, "slowdown: active fixed +%ldns on %s%s (pid %d)\n", fixed_ns, list,
+                    sends_before ? ", sends padded before" : "", (int)getpid());
         else
-            fprintf(stderr, "slowdown: active factor %g on %s%s%s (pid %d)\n", extra + 1.0,
+            fprintf(stderr, "slowdown: active factor %g on %s%s%s%s (pid %d)\n", extra + 1.0,
                     list, *list && slow_work ? "," : "", slow_work ? "work" : "",
-                    (int)getpid());
+                    sends_before ? ", sends padded before" : "", (int)getpid());
     }
     return rc;
 }

@@ -306,6 +306,9 @@ class StackLaunch(rfm.RegressionTestPlugin):
     #: what it slows (TESTBED_INJECT_SCOPE): 'job', every process of the job, baselines
     #: included; 'run', the test's own launch only, its baselines at full speed (baseline_line)
     injected_scope = variable(str, value='')
+    #: where the sends are padded (TESTBED_INJECT_SENDS): 'after' the call (the shim's
+    #: default) or 'before' it (the message leaves later; apps/slowdown/README.md)
+    injected_sends = variable(str, value='')
 
     @run_before('run')
     def launch_with_stack(self):
@@ -517,6 +520,12 @@ class StackLaunch(rfm.RegressionTestPlugin):
             raise ReframeError(f'TESTBED_INJECT_SLOWDOWN: no shim at {lib} '
                                f'(build it: make -C apps/slowdown)')
         self.injected_calls = os.environ.get('TESTBED_INJECT_CALLS', '')
+        sends = os.environ.get('TESTBED_INJECT_SENDS', '')
+        if sends not in ('', 'after', 'before'):
+            raise ReframeError(f'TESTBED_INJECT_SENDS={sends!r}: expected after (the sends '
+                               f'padded after the call, the default) or before')
+        self.injected_sends = sends or 'after'
+        self.env_vars['TESTBED_SLOWDOWN_SENDS'] = self.injected_sends
         self.env_vars.update({'LD_PRELOAD': shlex.quote(lib),
                               'TESTBED_SLOWDOWN': shlex.quote(factor)})
         if self.injected_calls:

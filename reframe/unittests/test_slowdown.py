@@ -57,7 +57,7 @@ def medians(proc):
 
 
 ACCOUNT = re.compile(r'^slowdown: pid (\d+) padded (\d+) calls: own (\d+) ns, injected (\d+) ns'
-                     r'(?: \(work (\d+) ns\))?$', re.M)
+                     r'(?: \(work (\d+) ns\))?(?: \(sends before: (\d+)\))?$', re.M)
 
 
 def test_factor_2_pads_every_rank_by_its_own_time(built):
@@ -69,8 +69,8 @@ def test_factor_2_pads_every_rank_by_its_own_time(built):
     medians(proc)                                  # the run itself completed whole
     accounts = ACCOUNT.findall(proc.stderr)
     assert len(accounts) == 2, proc.stderr         # one per rank
-    for pid, calls, own, injected, work in accounts:
-        assert not work, proc.stderr               # not asked for
+    for pid, calls, own, injected, work, before in accounts:
+        assert not work and not before, proc.stderr    # not asked for
         calls, own, injected = int(calls), int(own), int(injected)
         assert calls > 0 and own > 0, proc.stderr
         # The busy-wait ends at or after its deadline, truncated to whole ns once per call.
@@ -85,7 +85,7 @@ def test_work_pads_the_time_outside_the_calls_and_not_the_calls(built):
     medians(proc)
     accounts = ACCOUNT.findall(proc.stderr)
     assert len(accounts) == 2, proc.stderr
-    for pid, calls, own, injected, work in accounts:
+    for pid, calls, own, injected, work, _ in accounts:
         calls, own, injected = int(calls), int(own), int(injected)
         assert work and int(work) == own > 0, proc.stderr      # no call padded
         assert injected >= own - calls, f'pid {pid}: injected {injected} ns < own {own} ns'
@@ -93,8 +93,32 @@ def test_work_pads_the_time_outside_the_calls_and_not_the_calls(built):
     assert proc.stderr.count('slowdown: active factor 2 on MPI_Send,work (pid') == 2, \
         proc.stderr
     medians(proc)
-    for pid, calls, own, injected, work in ACCOUNT.findall(proc.stderr):
+    for pid, calls, own, injected, work, _ in ACCOUNT.findall(proc.stderr):
         assert 0 < int(work) < int(own), proc.stderr            # and the sends
+
+
+def test_sends_before_pads_the_sends_before_they_run(built):
+    # TESTBED_SLOWDOWN_SENDS=before: a send waits before the real call, on the own time of the
+    # same call's previous run (the first is not padded); the receives are still padded after.
+    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='MPI_Send',
+               TESTBED_SLOWDOWN_SENDS='before')
+    assert proc.stderr.count('slowdown: active factor 2 on MPI_Send, sends padded before') \
+        == 2, proc.stderr
+    medians(proc)
+    accounts = ACCOUNT.findall(proc.stderr)
+    assert len(accounts) == 2, proc.stderr
+    for pid, calls, own, injected, work, before in accounts:
+        calls, own, injected = int(calls), int(own), int(injected)
+        assert calls > 0 and before and int(before) == calls, proc.stderr  # only sends listed
+        assert injected >= own - calls, f'pid {pid}: injected {injected} ns < own {own} ns'
+    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='MPI_Send,MPI_Recv',
+               TESTBED_SLOWDOWN_SENDS='before')
+    medians(proc)
+    for pid, calls, own, injected, work, before in ACCOUNT.findall(proc.stderr):
+        assert 0 < int(before) < int(calls), proc.stderr         # the receives after
+    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_SENDS='after')    # the default
+    assert 'sends padded before' not in proc.stderr and ACCOUNT.search(proc.stderr), \
+        proc.stderr
 
 
 def test_pause_file_leaves_a_process_that_starts_at_full_speed(built):
@@ -141,6 +165,8 @@ def test_inactive_shim_says_nothing(built):
      "TESTBED_SLOWDOWN_CALLS='MPI_Send,MPI_Sned': unknown call 'MPI_Sned'"),
     ({'TESTBED_SLOWDOWN': '+50ns', 'TESTBED_SLOWDOWN_CALLS': 'MPI_Send,work'},
      "'work' needs a factor, not a fixed wait"),
+    ({'TESTBED_SLOWDOWN': '1.5', 'TESTBED_SLOWDOWN_SENDS': 'early'},
+     "TESTBED_SLOWDOWN_SENDS='early': expected after (the default) or before"),
 ])
 def test_bad_setting_stops_the_job_naming_the_variable(built, env, message):
     proc = p2p(built, **env)
