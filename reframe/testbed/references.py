@@ -64,7 +64,7 @@ W_MIN_PORTABLE = 0.15
 #: three quick passes with bands of 5 % to 14 % held nine clean runs and then missed three
 #: times in the next three (0.88x to 0.95x, faster transfers, 08:37-08:47 UTC that day); nor
 #: su3's exchange (0.87x to 1.20x in clean runs while it ran back to back; since it pauses
-#: and takes its least sample, rows from 15 runs needed up to +32 % on this VM).
+#: and takes its least sample, rows from 25 runs over four hours need up to +39 % on this VM).
 NARROW_FLOOR_TESTS = ('P2PStack',)
 #: a machine type's name (testbed/machine.py), as opposed to one machine's id (m-...)
 MACHINE_TYPE = re.compile(r'.+-\d+cpu-(vm|bare)')
