@@ -252,7 +252,8 @@ static double exchanges(lattice *lat, const gather_log *g, double *recv, int rep
 /* The payload a rank sends in sample j of the exchanges timed alone. */
 static double payload(int rank, int j, long i) { return rank * 1e9 + j * 1e6 + (double)i; }
 
-int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *pause, int *bad)
+int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *pause, int *bad,
+                   shm_pair *shm, double *shm_t, int *shm_bad)
 {
     int rank;
     long most = 0;
@@ -281,6 +282,7 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *paus
     for (int k = 0; k < gather_sizes; k++) {
         double med, slowest;
         bad[k] = 0;
+        shm_bad[k] = 0;
         exchanges(lat, &gather_logs[k], spare, 1, EXCHANGE_PAUSE_MIN_S, NULL);
         exchanges(lat, &gather_logs[k], recv, CALIBRATION_EXCHANGES, EXCHANGE_PAUSE_MIN_S, each);
         med = tb_median(each, CALIBRATION_EXCHANGES);
@@ -306,6 +308,17 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *paus
             for (long i = 0; i < m; i++)
                 if (recv[i] != payload(from, j, i)) {
                     bad[k]++;
+                    break;
+                }
+            if (!shm)
+                continue;
+            /* the same bytes through shared memory, at once: the machine in the same state */
+            shm_pair_exchanges(shm, send, spare, g->bytes, 1, pause[k]);
+            shm_t[k * samples + j] = shm_pair_exchanges(shm, send, recv, g->bytes, reps[k],
+                                                        pause[k]);
+            for (long i = 0; i < m; i++)
+                if (recv[i] != payload(from, j, i)) {
+                    shm_bad[k]++;
                     break;
                 }
         }

@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include "../common/tb_clock.h"
 #include "su3.h"
+#include "shm_exchange.h"
 
 /* Every MPI call after MPI_Init goes through PROF so its time is counted. */
 enum { P_COMM_RANK, P_COMM_SIZE, P_BARRIER, P_IRECV, P_ISEND, P_SSEND,
@@ -69,8 +70,12 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv);
  * a gather follows arithmetic). Collective. For gather_logs[k]: t[k * samples + j] the
  * seconds per exchange of sample j on this rank, reps[k] exchanges per sample (1 ms of
  * them at the calibration's median exchange), pause[k] the seconds of each pause, bad[k]
- * the samples whose last message arrived wrong. -1 without memory. */
-int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *pause, int *bad);
+ * the samples whose last message arrived wrong. Where shm is not NULL, each sample is
+ * followed by one of as many exchanges of the same bytes through it (shm_exchange.h, same
+ * pause, one untimed first): shm_t[k * samples + j] its seconds per exchange, shm_bad[k]
+ * the samples whose bytes arrived wrong. -1 without memory. */
+int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *pause, int *bad,
+                   shm_pair *shm, double *shm_t, int *shm_bad);
 
 /* The `per` matrices of field at the neighbour of site i. */
 static inline const su3 *nbr_site(const lattice *lat, const su3 *field,

@@ -481,8 +481,9 @@ static double memcpy_seconds(long bytes)
 /* One SU3-GATHER record per message size on rank 0: the gathers' count, the lower quartile
  * and median of their seconds inside MPI, the same of the size's exchange timed alone
  * (time_exchanges in lattice.c: the gather's calls in step, no wait for a partner still
- * computing) with the samples whose message arrived wrong, and the memcpy baseline, each
- * the largest over the ranks (the slowest rank sets the pace). Collective; nothing where no
+ * computing) with the samples whose message arrived wrong, its least sample through shared
+ * memory (two ranks on one host: shm_exchange.h) and the memcpy baseline, each the largest
+ * over the ranks (the slowest rank sets the pace). Collective; nothing where no
  * gather crossed ranks (one rank, --alone). Outside every timing. */
 static void report_gathers(lattice *lat)
 {
@@ -496,12 +497,21 @@ static void report_gathers(lattice *lat)
         return;
     }
     enum { SAMPLES = 51 };
-    double *ex = malloc(sizeof(double) * SAMPLES * GATHER_SIZES);
-    int reps[GATHER_SIZES], bad[GATHER_SIZES], have_ex = ex != NULL, all_ex;
+    double *ex = malloc(sizeof(double) * SAMPLES * GATHER_SIZES * 2), *shm_t = ex ? ex +
+                 SAMPLES * GATHER_SIZES : NULL;
+    int reps[GATHER_SIZES], bad[GATHER_SIZES], shm_bad[GATHER_SIZES], have_ex = ex != NULL,
+        all_ex;
     double pause[GATHER_SIZES];
     MPI_Allreduce(&have_ex, &all_ex, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (all_ex && time_exchanges(lat, SAMPLES, ex, reps, pause, bad) != 0)
+    long most_bytes = 0;
+    for (int k = 0; k < gather_sizes; k++)
+        most_bytes = gather_logs[k].bytes > most_bytes ? gather_logs[k].bytes : most_bytes;
+    /* two ranks on one host: the exchange through shared memory too (exchange_over_shm) */
+    shm_pair *shm = all_ex ? shm_pair_open(most_bytes) : NULL;
+    int have_shm = shm != NULL;
+    if (all_ex && time_exchanges(lat, SAMPLES, ex, reps, pause, bad, shm, shm_t, shm_bad) != 0)
         all_ex = 0;
+    shm_pair_close(shm);
     if (!all_ex && rank == 0)
         fprintf(stderr, "su3_rmd: exchanges not timed: no memory\n");
     MPI_Barrier(MPI_COMM_WORLD); /* every rank copies at once, as every rank gathered */
@@ -509,17 +519,22 @@ static void report_gathers(lattice *lat)
         gather_log *g = &gather_logs[k];
         double lq = lower_quartile(g->s, g->n), med = tb_median(g->s, g->n),
                copy_s = memcpy_seconds(g->bytes), bytes = (double)g->bytes, xlq = -1.0,
-               xmed = -1.0, xmin = -1.0;
+               xmed = -1.0, xmin = -1.0, smin = -1.0;
         if (all_ex) {
             xlq = lower_quartile(ex + k * SAMPLES, SAMPLES); /* sorts them */
             xmed = tb_median(ex + k * SAMPLES, SAMPLES);
             xmin = ex[k * SAMPLES];
         }
+        if (all_ex && have_shm) {
+            tb_median(shm_t + k * SAMPLES, SAMPLES);         /* sorts them */
+            smin = shm_t[k * SAMPLES];
+        }
         /* One reduction: the largest of each, and (negated) the smallest memcpy time (-1 on
          * a rank without the buffers: no baseline) and the smallest message size. */
-        double mine[10] = { lq, med, copy_s, bytes, -copy_s, -bytes, xlq, xmed,
-                            all_ex ? bad[k] : 0, xmin }, most[10];
-        MPI_Reduce(mine, most, 10, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        double mine[12] = { lq, med, copy_s, bytes, -copy_s, -bytes, xlq, xmed,
+                            all_ex ? bad[k] : 0, xmin, smin,
+                            all_ex && have_shm ? shm_bad[k] : 0 }, most[12];
+        MPI_Reduce(mine, most, 12, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         free(g->s);
         if (rank != 0)
             continue;
@@ -528,7 +543,7 @@ static void report_gathers(lattice *lat)
                     "bytes); not reported\n", k, -most[5], most[3]);
             continue;
         }
-        char copy[32] = "null", xch[320] = "";
+        char copy[32] = "null", xch[400] = "";
         if (-most[4] > 0.0)
             snprintf(copy, sizeof copy, "%.9f", most[2]);
         if (all_ex)
@@ -536,6 +551,10 @@ static void report_gathers(lattice *lat)
                      "\"exchange_median_s\":%.9f,\"exchange_reps\":%d,\"exchange_pause_s\":%.9f,"
                      "\"exchange_samples\":%d,\"exchange_bad\":%.0f", most[9], most[6], most[7],
                      reps[k], pause[k], SAMPLES, most[8]);
+        if (all_ex && have_shm)
+            snprintf(xch + strlen(xch), sizeof xch - strlen(xch),
+                     ",\"shm_exchange_min_s\":%.9f,\"shm_exchange_bad\":%.0f", most[10],
+                     most[11]);
         printf("SU3-GATHER {\"bytes\":%ld,\"gathers\":%d,\"lq_s\":%.9f,"
                "\"median_s\":%.9f,\"memcpy_lq_s\":%s%s}\n", g->bytes, g->n, most[0], most[1],
                copy, xch);

@@ -1,6 +1,6 @@
 """su3_rmd's SU3-GATHER records, the figures behind gather_over_memcpy and
 exchange_over_memcpy: one per message size the gathers sent, counts that match the MPI profile,
-every exchange timed alone with its payload checked, and none where no message crossed ranks. Asserts no speed. Run: python3 -m pytest -q apps/su3_rmd/test_gather.py."""
+every exchange timed alone (and through shared memory) with its payload checked, and none where no message crossed ranks. Asserts no speed. Run: python3 -m pytest -q apps/su3_rmd/test_gather.py."""
 
 from test_alone import ARGS, records, run
 
@@ -23,6 +23,8 @@ def test_two_ranks_report_each_gather_size(su3, launcher):
         # 10 us (the calibration's median exchange where that is longer)
         assert g['exchange_pause_s'] >= 10e-6
         assert g['exchange_samples'] == 51 and g['exchange_bad'] == 0
+        # two ranks on one host: the same bytes through shared memory, beside each sample
+        assert g['shm_exchange_min_s'] > 0 and g['shm_exchange_bad'] == 0
     # every gather posts one Irecv on each of the 2 ranks (counts are rank 0's)
     irecv = next(c['count'] for c in records(out.stdout, 'SU3-MPI') if c['call'] == 'MPI_Irecv')
     assert 2 * sum(g['gathers'] for g in gathers) == irecv
@@ -33,7 +35,10 @@ def test_a_wrong_payload_in_the_exchanges_is_counted(su3, launcher):
     # receiver's check must see it, so the test's sanity (exchange_problem) fails the run
     out = run([launcher, '-n', '2', str(su3), *ARGS, '--corrupt-exchange'])
     assert out.returncode == 0, out.stderr
-    assert [g['exchange_bad'] for g in records(out.stdout, 'SU3-GATHER')] == [1, 1]
+    gathers = records(out.stdout, 'SU3-GATHER')
+    assert [g['exchange_bad'] for g in gathers] == [1, 1]
+    # the exchange through shared memory moves the same payload and checks it too
+    assert [g['shm_exchange_bad'] for g in gathers] == [1, 1]
 
 
 def test_no_gather_record_without_messages(su3, launcher):

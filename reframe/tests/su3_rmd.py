@@ -79,7 +79,23 @@ def exchange_problem(gathers):
         if g['exchange_bad']:
             return f'the exchange of {g["bytes"]} bytes delivered a wrong payload in ' \
                 f'{g["exchange_bad"]} of {g["exchange_samples"]} samples'
+        if g.get('shm_exchange_bad'):
+            return f'the exchange of {g["bytes"]} bytes through shared memory (the baseline) ' \
+                f'delivered a wrong payload in {g["shm_exchange_bad"]} of ' \
+                f'{g["exchange_samples"]} samples'
     return None
+
+
+def over_shm(gathers):
+    """The geometric mean over message sizes of the exchange timed alone (its least sample)
+    over the same exchange through shared memory with no library (its least sample, timed
+    sample by sample beside it: apps/su3_rmd/shm_exchange.c); None where a record has no
+    shared-memory time (more than two ranks, or ranks on two hosts)."""
+    if not gathers or not all(g.get('shm_exchange_min_s', 0) > 0 and
+                              g.get('exchange_min_s', 0) > 0 for g in gathers):
+        return None
+    logs = [math.log(g['exchange_min_s'] / g['shm_exchange_min_s']) for g in gathers]
+    return math.exp(sum(logs) / len(logs))
 
 
 def lower_quartile(trajs):
@@ -209,6 +225,9 @@ class Su3Run(Su3Base):
     def drop_busy_speedup(self):
         if not self.busy_baseline:     # no --alone baseline ran
             self.perf_variables.pop('speedup_busy', None)
+        out = os.path.join(self.stagedir, self.stdout.evaluate())
+        if over_shm(records(out, 'SU3-GATHER')) is None:   # no exchange through shm ran
+            self.perf_variables.pop('exchange_over_shm', None)
 
     @sanity_function
     def validate(self):
@@ -333,6 +352,17 @@ class Su3Run(Su3Base):
         (docs/measurement.md); this does not hold it."""
         out = os.path.join(self.stagedir, self.stdout.evaluate())
         return sn.defer(over_memcpy(records(out, 'SU3-GATHER'), 'exchange_min_s'))
+
+    @performance_function('ratio')
+    def exchange_over_shm(self):
+        """The exchange timed alone (exchange_over_memcpy's numerator) over the same bytes
+        moved both ways between the two ranks' cores through shared memory with no library,
+        sample by sample beside it (apps/su3_rmd/shm_exchange.c), least samples, geometric
+        mean over the sizes. Reported only, to find out whether a baseline between the cores
+        follows the state of the machine that moved the exchanges of every stack at once while
+        memcpy within a core stayed (docs/measurement.md). Two ranks on one host only."""
+        out = os.path.join(self.stagedir, self.stdout.evaluate())
+        return sn.defer(over_shm(records(out, 'SU3-GATHER')))
 
     @performance_function('ratio')
     def speedup_busy(self):

@@ -60,3 +60,15 @@ def test_exchange_problem_names_an_untimed_size_and_a_wrong_payload():
     assert 'exchange of 27648 bytes was not timed' in exchange_problem(
         [good, {'bytes': 27648, 'lq_s': 2e-6}])
     assert 'wrong payload in 1 of 51 samples' in exchange_problem([dict(good, exchange_bad=1)])
+    assert 'through shared memory (the baseline) delivered a wrong payload in 2 of 51' in \
+        exchange_problem([dict(good, shm_exchange_min_s=5e-6, shm_exchange_bad=2)])
+
+
+def test_over_shm_is_the_geometric_mean_and_absent_without_the_baseline():
+    from su3_rmd import over_shm
+    gathers = [{'bytes': 36864, 'exchange_min_s': 4e-6, 'shm_exchange_min_s': 2e-6},
+               {'bytes': 27648, 'exchange_min_s': 4e-6, 'shm_exchange_min_s': 8e-6}]
+    assert over_shm(gathers) == pytest.approx(1.0)
+    # four ranks, or two hosts: no exchange through shared memory, so no figure
+    assert over_shm([{'bytes': 36864, 'exchange_min_s': 4e-6}]) is None
+    assert over_shm([]) is None
