@@ -253,7 +253,7 @@ static double exchanges(lattice *lat, const gather_log *g, double *recv, int rep
 static double payload(int rank, int j, long i) { return rank * 1e9 + j * 1e6 + (double)i; }
 
 int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *pause, int *bad,
-                   shm_pair *shm, double *shm_t, int *shm_bad)
+                   shm_pair *shm, double *shm_t, int *shm_bad, double *cma_t, int *cma_bad)
 {
     int rank;
     long most = 0;
@@ -283,6 +283,7 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *paus
         double med, slowest;
         bad[k] = 0;
         shm_bad[k] = 0;
+        cma_bad[k] = 0;
         exchanges(lat, &gather_logs[k], spare, 1, EXCHANGE_PAUSE_MIN_S, NULL);
         exchanges(lat, &gather_logs[k], recv, CALIBRATION_EXCHANGES, EXCHANGE_PAUSE_MIN_S, each);
         med = tb_median(each, CALIBRATION_EXCHANGES);
@@ -319,6 +320,15 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *paus
             for (long i = 0; i < m; i++)
                 if (recv[i] != payload(from, j, i)) {
                     shm_bad[k]++;
+                    break;
+                }
+            /* and through the kernel, as the libraries move these messages */
+            shm_pair_kernel_exchanges(shm, send, spare, g->bytes, 1, pause[k]);
+            cma_t[k * samples + j] = shm_pair_kernel_exchanges(shm, send, recv, g->bytes,
+                                                               reps[k], pause[k]);
+            for (long i = 0; i < m; i++)
+                if (recv[i] != payload(from, j, i)) {
+                    cma_bad[k]++;
                     break;
                 }
         }

@@ -73,9 +73,10 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv);
  * the samples whose last message arrived wrong. Where shm is not NULL, each sample is
  * followed by one of as many exchanges of the same bytes through it (shm_exchange.h, same
  * pause, one untimed first): shm_t[k * samples + j] its seconds per exchange, shm_bad[k]
- * the samples whose bytes arrived wrong. -1 without memory. */
+ * the samples whose bytes arrived wrong; then as many through the kernel
+ * (shm_pair_kernel_exchanges): cma_t and cma_bad the same. -1 without memory. */
 int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *pause, int *bad,
-                   shm_pair *shm, double *shm_t, int *shm_bad);
+                   shm_pair *shm, double *shm_t, int *shm_bad, double *cma_t, int *cma_bad);
 
 /* The `per` matrices of field at the neighbour of site i. */
 static inline const su3 *nbr_site(const lattice *lat, const su3 *field,

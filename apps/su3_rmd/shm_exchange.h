@@ -1,5 +1,6 @@
 /* su3's exchange with no library: the same bytes both ways between the two ranks' cores
- * through a shared segment (shm_exchange.c). The baseline of exchange_over_shm. */
+ * through a shared segment, or through the kernel (shm_exchange.c). The baselines of
+ * exchange_over_shm and exchange_over_cma. */
 #ifndef SHM_EXCHANGE_H
 #define SHM_EXCHANGE_H
 
@@ -19,6 +20,14 @@ shm_pair *shm_pair_open(long most);
  * pauses left out. */
 double shm_pair_exchanges(shm_pair *p, const void *send, void *recv, long bytes, int count,
                           double pause_s);
+
+/* The same through the kernel: each rank reads the partner's message with one
+ * process_vm_readv (CMA), as MPICH and Open MPI move these messages here. A failed read
+ * (seccomp or ptrace rules that forbid it) is kept: shm_pair_kernel_errno. */
+double shm_pair_kernel_exchanges(shm_pair *p, const void *send, void *recv, long bytes,
+                                 int count, double pause_s);
+/* The errno of the first failed process_vm_readv on this rank, 0 if none failed. */
+int shm_pair_kernel_errno(const shm_pair *p);
 
 void shm_pair_close(shm_pair *p);
 

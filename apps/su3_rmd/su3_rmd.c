@@ -497,20 +497,28 @@ static void report_gathers(lattice *lat)
         return;
     }
     enum { SAMPLES = 51 };
-    double *ex = malloc(sizeof(double) * SAMPLES * GATHER_SIZES * 2), *shm_t = ex ? ex +
-                 SAMPLES * GATHER_SIZES : NULL;
-    int reps[GATHER_SIZES], bad[GATHER_SIZES], shm_bad[GATHER_SIZES], have_ex = ex != NULL,
-        all_ex;
+    /* the MPI exchange's samples, then through shared memory, then through the kernel */
+    double *ex = malloc(sizeof(double) * SAMPLES * GATHER_SIZES * 3),
+           *shm_t = ex ? ex + SAMPLES * GATHER_SIZES : NULL,
+           *cma_t = ex ? ex + 2 * SAMPLES * GATHER_SIZES : NULL;
+    int reps[GATHER_SIZES], bad[GATHER_SIZES], shm_bad[GATHER_SIZES], cma_bad[GATHER_SIZES],
+        have_ex = ex != NULL, all_ex;
     double pause[GATHER_SIZES];
     MPI_Allreduce(&have_ex, &all_ex, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     long most_bytes = 0;
     for (int k = 0; k < gather_sizes; k++)
         most_bytes = gather_logs[k].bytes > most_bytes ? gather_logs[k].bytes : most_bytes;
-    /* two ranks on one host: the exchange through shared memory too (exchange_over_shm) */
+    /* two ranks on one host: the exchange through shared memory and through the kernel too
+     * (exchange_over_shm, exchange_over_cma) */
     shm_pair *shm = all_ex ? shm_pair_open(most_bytes) : NULL;
     int have_shm = shm != NULL;
-    if (all_ex && time_exchanges(lat, SAMPLES, ex, reps, pause, bad, shm, shm_t, shm_bad) != 0)
+    if (all_ex && time_exchanges(lat, SAMPLES, ex, reps, pause, bad, shm, shm_t, shm_bad, cma_t,
+                                 cma_bad) != 0)
         all_ex = 0;
+    int kernel_errno = shm_pair_kernel_errno(shm);
+    if (kernel_errno)
+        fprintf(stderr, "su3_rmd: rank %d: the exchange through the kernel not reported: "
+                "process_vm_readv: %s\n", rank, strerror(kernel_errno));
     shm_pair_close(shm);
     if (!all_ex && rank == 0)
         fprintf(stderr, "su3_rmd: exchanges not timed: no memory\n");
@@ -519,7 +527,7 @@ static void report_gathers(lattice *lat)
         gather_log *g = &gather_logs[k];
         double lq = lower_quartile(g->s, g->n), med = tb_median(g->s, g->n),
                copy_s = memcpy_seconds(g->bytes), bytes = (double)g->bytes, xlq = -1.0,
-               xmed = -1.0, xmin = -1.0, smin = -1.0;
+               xmed = -1.0, xmin = -1.0, smin = -1.0, cmin = -1.0;
         if (all_ex) {
             xlq = lower_quartile(ex + k * SAMPLES, SAMPLES); /* sorts them */
             xmed = tb_median(ex + k * SAMPLES, SAMPLES);
@@ -528,13 +536,17 @@ static void report_gathers(lattice *lat)
         if (all_ex && have_shm) {
             tb_median(shm_t + k * SAMPLES, SAMPLES);         /* sorts them */
             smin = shm_t[k * SAMPLES];
+            tb_median(cma_t + k * SAMPLES, SAMPLES);
+            cmin = kernel_errno ? -1.0 : cma_t[k * SAMPLES];
         }
         /* One reduction: the largest of each, and (negated) the smallest memcpy time (-1 on
-         * a rank without the buffers: no baseline) and the smallest message size. */
-        double mine[12] = { lq, med, copy_s, bytes, -copy_s, -bytes, xlq, xmed,
+         * a rank without the buffers: no baseline), the smallest message size and the
+         * smallest kernel time (-1 on a rank where process_vm_readv failed). */
+        double mine[15] = { lq, med, copy_s, bytes, -copy_s, -bytes, xlq, xmed,
                             all_ex ? bad[k] : 0, xmin, smin,
-                            all_ex && have_shm ? shm_bad[k] : 0 }, most[12];
-        MPI_Reduce(mine, most, 12, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+                            all_ex && have_shm ? shm_bad[k] : 0, cmin, -cmin,
+                            all_ex && have_shm ? cma_bad[k] : 0 }, most[15];
+        MPI_Reduce(mine, most, 15, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         free(g->s);
         if (rank != 0)
             continue;
@@ -543,7 +555,7 @@ static void report_gathers(lattice *lat)
                     "bytes); not reported\n", k, -most[5], most[3]);
             continue;
         }
-        char copy[32] = "null", xch[400] = "";
+        char copy[32] = "null", xch[480] = "";
         if (-most[4] > 0.0)
             snprintf(copy, sizeof copy, "%.9f", most[2]);
         if (all_ex)
@@ -555,6 +567,10 @@ static void report_gathers(lattice *lat)
             snprintf(xch + strlen(xch), sizeof xch - strlen(xch),
                      ",\"shm_exchange_min_s\":%.9f,\"shm_exchange_bad\":%.0f", most[10],
                      most[11]);
+        if (all_ex && have_shm && -most[13] > 0.0)   /* every rank read through the kernel */
+            snprintf(xch + strlen(xch), sizeof xch - strlen(xch),
+                     ",\"cma_exchange_min_s\":%.9f,\"cma_exchange_bad\":%.0f", most[12],
+                     most[14]);
         printf("SU3-GATHER {\"bytes\":%ld,\"gathers\":%d,\"lq_s\":%.9f,"
                "\"median_s\":%.9f,\"memcpy_lq_s\":%s%s}\n", g->bytes, g->n, most[0], most[1],
                copy, xch);

@@ -72,3 +72,15 @@ def test_over_shm_is_the_geometric_mean_and_absent_without_the_baseline():
     # four ranks, or two hosts: no exchange through shared memory, so no figure
     assert over_shm([{'bytes': 36864, 'exchange_min_s': 4e-6}]) is None
     assert over_shm([]) is None
+
+
+def test_over_cma_reads_the_kernel_times_and_names_a_wrong_payload():
+    from su3_rmd import exchange_problem, over_shm
+    gathers = [{'bytes': 36864, 'exchange_min_s': 3e-6, 'cma_exchange_min_s': 2e-6},
+               {'bytes': 27648, 'exchange_min_s': 3e-6, 'cma_exchange_min_s': 2e-6}]
+    assert over_shm(gathers, 'cma') == pytest.approx(1.5)
+    assert over_shm(gathers) is None            # no shared-memory times in these records
+    bad = {'bytes': 36864, 'exchange_lq_s': 3e-6, 'exchange_samples': 51, 'exchange_bad': 0,
+           'cma_exchange_min_s': 2e-6, 'cma_exchange_bad': 3}
+    assert 'through the kernel (the baseline) delivered a wrong payload in 3 of 51' in \
+        exchange_problem([bad])
