@@ -252,6 +252,15 @@ static double exchanges(lattice *lat, const gather_log *g, double *recv, int rep
 /* The payload a rank sends in sample j of the exchanges timed alone. */
 static double payload(int rank, int j, long i) { return rank * 1e9 + j * 1e6 + (double)i; }
 
+/* 1 if recv's m values are not what rank `from` sent in sample j, else 0. */
+static int wrong_payload(const double *recv, int from, int j, long m)
+{
+    for (long i = 0; i < m; i++)
+        if (recv[i] != payload(from, j, i))
+            return 1;
+    return 0;
+}
+
 int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *pause, int *bad,
                    shm_pair *shm, double *shm_t, int *shm_bad, double *cma_t, int *cma_bad)
 {
@@ -306,31 +315,19 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *paus
             exchanges(lat, g, spare, 1, pause[k], NULL);
             t[k * samples + j] = exchanges(lat, g, recv, reps[k], pause[k], NULL);
             int from = lat->nbr[g->d][g->dir];
-            for (long i = 0; i < m; i++)
-                if (recv[i] != payload(from, j, i)) {
-                    bad[k]++;
-                    break;
-                }
+            bad[k] += wrong_payload(recv, from, j, m);
             if (!shm)
                 continue;
             /* the same bytes through shared memory, at once: the machine in the same state */
             shm_pair_exchanges(shm, send, spare, g->bytes, 1, pause[k]);
             shm_t[k * samples + j] = shm_pair_exchanges(shm, send, recv, g->bytes, reps[k],
                                                         pause[k]);
-            for (long i = 0; i < m; i++)
-                if (recv[i] != payload(from, j, i)) {
-                    shm_bad[k]++;
-                    break;
-                }
+            shm_bad[k] += wrong_payload(recv, from, j, m);
             /* and through the kernel, as the libraries move these messages */
             shm_pair_kernel_exchanges(shm, send, spare, g->bytes, 1, pause[k]);
             cma_t[k * samples + j] = shm_pair_kernel_exchanges(shm, send, recv, g->bytes,
                                                                reps[k], pause[k]);
-            for (long i = 0; i < m; i++)
-                if (recv[i] != payload(from, j, i)) {
-                    cma_bad[k]++;
-                    break;
-                }
+            cma_bad[k] += wrong_payload(recv, from, j, m);
         }
     free(recv);
     return 0;

@@ -482,8 +482,8 @@ static double memcpy_seconds(long bytes)
  * and median of their seconds inside MPI, the same of the size's exchange timed alone
  * (time_exchanges in lattice.c: the gather's calls in step, no wait for a partner still
  * computing) with the samples whose message arrived wrong, its least sample through shared
- * memory (two ranks on one host: shm_exchange.h) and the memcpy baseline, each the largest
- * over the ranks (the slowest rank sets the pace). Collective; nothing where no
+ * memory and through the kernel (two ranks on one host: shm_exchange.h) and the memcpy
+ * baseline, each the largest over the ranks (the slowest rank sets the pace). Collective; nothing where no
  * gather crossed ranks (one rank, --alone). Outside every timing. */
 static void report_gathers(lattice *lat)
 {
