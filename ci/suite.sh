@@ -5,7 +5,7 @@
 #                       HPL at N=7200 on the 1x2 grid (1800 on the oversubscribed 2x2),
 #                       panel_over_memcpy reported (a clean run of 2026-11-25 found the VM
 #                       in a state with faster transfers: `make run` asserts it);
-#                       su3_rmd preset 1 on 2 ranks (speedup_busy and exchange_over_memcpy
+#                       su3_rmd preset 1 on 2 ranks (speedup_busy and exchange_over_cma
 #                       reported, not asserted: a few seconds of the
 #                       VM's slow placement failed the speedup, docs/measurement.md; `make run`
 #                       asserts both) and its rank invariance over 1, 2 and 4 ranks.
@@ -38,7 +38,7 @@ case "$profile" in
                -n 'HplRun.*%grid=(1x2|2x2)' -S HplRun.n_list=7200 -S HplRun.n_list_oversubscribed=1800
                -S HplRun.report_only=panel_over_memcpy
                -n 'Su3Run.*%ranks=2' -n Su3RankInvariance
-               -S Su3Run.report_only=speedup_busy,exchange_over_memcpy
+               -S Su3Run.report_only=speedup_busy,exchange_over_cma,exchange_over_memcpy
                -n StartupTime -S StartupTime.np_list=2,4 -S StartupTime.repeats=3
                -n KnobReach
                -n 'PvmMatrix.*%size_range=quick' -S PvmMatrix.samples=15

@@ -84,3 +84,18 @@ def test_over_cma_reads_the_kernel_times_and_names_a_wrong_payload():
            'cma_exchange_min_s': 2e-6, 'cma_exchange_bad': 3}
     assert 'through the kernel (the baseline) delivered a wrong payload in 3 of 51' in \
         exchange_problem([bad])
+
+
+def test_an_asserted_kernel_copy_that_did_not_run_fails_naming_the_figure():
+    from reframe.utility import ScopedDict
+    from su3_rmd import kernel_copy_problem
+    row = ScopedDict({'testbed-local:default': {'exchange_over_cma': (1.6, -0.14, 0.16, 'ratio')}})
+    refused = [{'bytes': 36864, 'exchange_min_s': 3e-6}]     # the kernel refused: no cma time
+    ran = [dict(refused[0], cma_exchange_min_s=2e-6)]
+    assert 'exchange_over_cma has a reference here but was not measured' in \
+        kernel_copy_problem(row, refused)
+    assert kernel_copy_problem(row, ran) is None
+    # no row for it (another machine type, reported only, measure-only): nothing to meet
+    assert kernel_copy_problem(ScopedDict({}), refused) is None
+    other = {'testbed-local:default': {'speedup_busy': (1.9, -0.1, 0.1, 'ratio')}}
+    assert kernel_copy_problem(other, refused) is None

@@ -180,21 +180,24 @@ def test_su3_run_that_only_reports_lists_its_portable_figures(workdir):
     # report must still say which figures travel, or `references update`/`transfer` cannot use
     # the run; an oversubscribed run (4 ranks on 2 cores here) lists none
     proc, cases = reframe(workdir, '-r', '-n', 'Su3Run.*%comm=isend', '-p', 'mpich-4_0',
-                          '-S', 'Su3Run.report_only=speedup_busy,exchange_over_memcpy',
+                          '-S', 'Su3Run.report_only=speedup_busy,exchange_over_cma',
                           '-S', 'Su3Run.trajectories=3')
     two, four = (tc for tc in sorted(
         (tc for tc in json.loads((workdir / 'report.json').read_text())['runs'][-1]['testcases']
          if tc['name'].startswith('Su3Run')), key=lambda tc: tc['num_tasks']))
     assert two['result'] == 'pass', two.get('fail_reason')
-    assert 'exchange_over_memcpy' in two['portable_variables']
+    # two ranks on one host: the exchange over the kernel copy is the figure that travels
+    assert 'exchange_over_cma' in two['portable_variables']
     # the gathers in the run are reported, never looked up (the exchange supersedes them)
     assert 'gather_over_memcpy' not in two['portable_variables']
-    for name in ('gather_over_memcpy', 'exchange_over_memcpy'):
+    for name in ('gather_over_memcpy', 'exchange_over_memcpy', 'exchange_over_shm',
+                 'exchange_over_cma'):
         assert any(k.endswith(f':{name}') for k in two['perfvalues'])
     # `make references` writes rows for what the test looks up, and not for figures only
     # ever reported; speedup_busy is reported only here, so its --alone baseline did not run
-    assert 'exchange_over_memcpy' in two['looked_up_variables']
-    assert not {'speedup', 'gather_over_memcpy', 'speedup_busy'} & set(two['looked_up_variables'])
+    assert 'exchange_over_cma' in two['looked_up_variables']
+    assert not {'speedup', 'gather_over_memcpy', 'speedup_busy', 'exchange_over_memcpy',
+                'exchange_over_shm'} & set(two['looked_up_variables'])
     assert not any(k.endswith(':speedup_busy') for k in two['perfvalues'])
     assert not list((workdir / 'stage').glob('*/*/mpich-4_0/Su3Run_*/alone.out'))
     if (os.cpu_count() or 1) < 4:
