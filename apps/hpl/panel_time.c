@@ -18,7 +18,11 @@
  *     host) has just written, so the bytes move from the partner's core to this one;
  *   - pipe: the partner copies the bytes in by 32 KiB chunks, publishing each, while this rank
  *     copies each published chunk out, both cores at once, as a library's shared-memory path
- *     (and apps/p2p/tr_shm.c) does.
+ *     (and apps/p2p/tr_shm.c) does;
+ *   - cma: this rank reads the bytes out of the partner's own buffer, which the partner has
+ *     just written, with process_vm_readv: the kernel's single copy that MPICH and Open MPI
+ *     make for large messages between two processes of a host (su3's exchange over the same
+ *     copy followed the VM's drift where memcpy did not: docs/measurement.md).
  * Why the two copies between cores: one clean run found the transfers 0.66-0.91x their usual
  * time for an hour, and memcpy within a core unchanged (docs/measurement.md); whether a copy
  * between the cores moves with the transfers is what xcopy and pipe are recorded to show.
@@ -28,12 +32,15 @@
  *               "memcpy_mb_s_median":..,"paired_messages":k,"xcopy_messages":m,
  *               "recv_over_xcopy_lq":..,
  *               "recv_over_xcopy_median":..,"xcopy_mb_s_median":..,"recv_over_pipe_lq":..,
- *               "recv_over_pipe_median":..,"pipe_mb_s_median":..,"kept_all":true|false}
+ *               "recv_over_pipe_median":..,"pipe_mb_s_median":..,"recv_over_cma_lq":..,
+ *               "recv_over_cma_median":..,"cma_mb_s_median":..,"kept_all":true|false}
  * over every panel of every rank (n = 0 on one rank: no broadcast; k of the n are on ranks
  * with a partner, all but the last rank's of an odd count; m = k where every pair shares a
- * host, m = 0 where none does, and the xcopy and pipe fields are then left out); the rates,
+ * host, m = 0 where none does, and the xcopy and pipe fields are then left out; the cma
+ * fields also where the kernel refused process_vm_readv, which stderr then names); the rates,
  * in MB/s = 10^6 bytes per second, say which side of a ratio moved. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE            /* process_vm_readv */
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -42,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <mpi.h>
 #include "../common/tb_clock.h"
@@ -120,23 +128,47 @@ struct xbuf {
     unsigned char data[];
 };
 
+/* The partner's buffer, read with process_vm_readv (CMA); 0, or the kernel's errno. */
+struct kernel_src { long pid; uintptr_t addr; int err; };
+
+static int kernel_read(struct kernel_src *k, unsigned char *dst, long bytes)
+{
+    for (long done = 0; done < bytes;) {
+        struct iovec local = { dst + done, (size_t)(bytes - done) };
+        struct iovec remote = { (void *)(k->addr + (uintptr_t)done), (size_t)(bytes - done) };
+        ssize_t n = process_vm_readv((pid_t)k->pid, &local, 1, &remote, 1, 0);
+        if (n <= 0)
+            return errno ? errno : EIO;
+        done += n;
+    }
+    return 0;
+}
+
+enum { XCOPY, PIPE, CMA, WAYS };
+
 /* One side of a copy of `bytes` between the pair's cores, the reader's lower quartile of 9
- * (after an untimed one that maps the pages), 0 on the writer; the barriers are outside the
- * time. piped = 0: the writer fills the buffer, then the reader copies it out (one copy);
- * piped = 1: the writer copies `src` in by 32 KiB chunks, publishing each, while the reader
- * copies each published chunk out (two copies at once, as a shared-memory path does). */
+ * (after an untimed one that maps the pages), 0 on the writer, -1 where the kernel refused
+ * (k->err set); the barriers are outside the time. XCOPY: the writer fills the shared buffer,
+ * then the reader copies it out (one copy); PIPE: the writer copies `src` in by 32 KiB chunks,
+ * publishing each, while the reader copies each published chunk out (two copies at once, as a
+ * shared-memory path does); CMA: the writer fills `src`, its own buffer, then the reader reads
+ * it with process_vm_readv (one copy by the kernel, as the libraries make it). */
 static double xcopy_s(MPI_Comm pair, int reader, struct xbuf *x, unsigned char *src,
-                      unsigned char *dst, long bytes, int piped, uint64_t *published)
+                      unsigned char *dst, long bytes, int way, uint64_t *published,
+                      struct kernel_src *k)
 {
     double t[COPIES + 1];
-    for (int k = 0; k <= COPIES; k++) {
+    int piped = way == PIPE;
+    for (int c = 0; c <= COPIES; c++) {
         if (!reader)
-            memset(piped ? src : x->data, 1 + k, (size_t)bytes);   /* in the writer's cache */
+            memset(way == XCOPY ? x->data : src, 1 + c, (size_t)bytes);  /* writer's cache */
         MPI_Barrier(pair);
         uint64_t base = *published;
         double t0 = tb_now_s();
-        if (!piped && reader)
+        if (way == XCOPY && reader)
             memcpy(dst, x->data, (size_t)bytes);
+        if (way == CMA && reader && !k->err)
+            k->err = kernel_read(k, dst, bytes);
         for (long off = 0; piped && off < bytes; off += CHUNK) {
             long len = bytes - off < CHUNK ? bytes - off : CHUNK;
             if (reader) {
@@ -151,20 +183,23 @@ static double xcopy_s(MPI_Comm pair, int reader, struct xbuf *x, unsigned char *
                                       memory_order_release);
             }
         }
-        t[k] = tb_now_s() - t0;
+        t[c] = tb_now_s() - t0;
         __asm__ __volatile__("" : : "r"(dst) : "memory");
         *published = base + (piped ? (uint64_t)bytes : 0);
         MPI_Barrier(pair);                                 /* read before the next write */
     }
     if (!reader)
         return 0;
+    if (way == CMA && k->err)
+        return -1;
     tb_median(t + 1, COPIES);
     return t[1 + COPIES / 4];
 }
 
-/* The xcopy and pipe times of each of this rank's panels, from its partner (rank ^ 1), in
- * xs[2 i] and xs[2 i + 1]; returns 1, or 0 where there is no partner on this host or no shared
- * buffer (both ranks of a pair return the same). Collective over comm (MPI_Comm_split). */
+/* The xcopy, pipe and cma times of each of this rank's panels, from its partner (rank ^ 1), in
+ * xs[WAYS i + way] (cma: -1 where the kernel refused); returns 1, or 0 where there is no partner
+ * on this host or no shared buffer (both ranks of a pair return the same). Collective over comm
+ * (MPI_Comm_split). */
 static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
 {
     int rank, size;
@@ -219,9 +254,16 @@ static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
         int have = sizes && own && src, both;
         MPI_Allreduce(&have, &both, 1, MPI_INT, MPI_MIN, pair);
         ok = both;
-        if (ok)
+        /* where the partner's own buffer is, for the kernel copy */
+        struct kernel_src k = { theirs[1], 0, 0 };
+        long src_at = (long)(uintptr_t)src, their_src = 0;
+        if (ok) {
             MPI_Sendrecv(own, n_panels, MPI_LONG, other, tag, sizes, (int)theirs[0], MPI_LONG,
                          other, tag, pair, MPI_STATUS_IGNORE);
+            MPI_Sendrecv(&src_at, 1, MPI_LONG, other, tag, &their_src, 1, MPI_LONG, other, tag,
+                         pair, MPI_STATUS_IGNORE);
+            k.addr = (uintptr_t)their_src;
+        }
         struct xbuf *x = (struct xbuf *)shared;
         uint64_t published = 0;
         if (ok && me == 0)
@@ -233,13 +275,16 @@ static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
             int reader = me == turn;
             long n = reader ? n_panels : theirs[0];
             for (long i = 0; i < n; i++)
-                for (int piped = 0; piped < 2; piped++) {
+                for (int way = 0; way < WAYS; way++) {
                     double s = xcopy_s(pair, reader, x, src, (unsigned char *)dst,
-                                       reader ? own[i] : sizes[i], piped, &published);
+                                       reader ? own[i] : sizes[i], way, &published, &k);
                     if (reader)
-                        xs[2 * i + piped] = s;
+                        xs[WAYS * i + way] = s;
                 }
         }
+        if (k.err)
+            fprintf(stderr, "panel_time: rank %d: no kernel copy baseline (cma fields left "
+                    "out): process_vm_readv: %s\n", rank, strerror(k.err));
         free(src);
         free(own);
         free(sizes);
@@ -250,8 +295,9 @@ static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
     return ok;
 }
 
-/* per panel: recv/memcpy, recv MB/s, memcpy MB/s, recv/xcopy, xcopy MB/s, recv/pipe, pipe MB/s */
-enum { COLS = 7 };
+/* per panel: recv/memcpy, recv MB/s, memcpy MB/s, then per way (xcopy, pipe, cma) recv/way,
+ * way MB/s */
+enum { COLS = 3 + 2 * WAYS };
 
 /* Column c of rank 0's table over the panels that have it (xcopy columns: >= 0): its median,
  * and its lower quartile in *lq; the count in *n. */
@@ -280,7 +326,7 @@ void panel_time_report(MPI_Comm comm)
             most = panels[i].bytes;
     char *src = malloc((size_t)most), *dst = malloc((size_t)most);
     double *fig = malloc(sizeof(double) * COLS * (n_panels > 0 ? n_panels : 1));
-    double *xs = malloc(sizeof(double) * 2 * (n_panels > 0 ? n_panels : 1));
+    double *xs = malloc(sizeof(double) * WAYS * (n_panels > 0 ? n_panels : 1));
     int ok = src && dst && fig && xs;
     if (ok) {
         memset(src, 0x5a, (size_t)most);
@@ -298,9 +344,12 @@ void panel_time_report(MPI_Comm comm)
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
     if (all_ok && xcopy_panels(comm, dst, xs))
         for (int i = 0; i < n_panels; i++) {
-            for (int piped = 0; piped < 2; piped++) {
-                fig[COLS * i + 3 + 2 * piped] = panels[i].s / xs[2 * i + piped];
-                fig[COLS * i + 4 + 2 * piped] = 1e-6 * (double)panels[i].bytes / xs[2 * i + piped];
+            for (int way = 0; way < WAYS; way++) {
+                double t = xs[WAYS * i + way];
+                if (t <= 0)
+                    continue;                              /* the kernel refused: left out */
+                fig[COLS * i + 3 + 2 * way] = panels[i].s / t;
+                fig[COLS * i + 4 + 2 * way] = 1e-6 * (double)panels[i].bytes / t;
             }
         }
     long least = most;
@@ -353,6 +402,12 @@ void panel_time_report(MPI_Comm comm)
             if (got > 0)
                 printf(",\"recv_over_pipe_lq\":%.4g,\"recv_over_pipe_median\":%.4g,"
                        "\"pipe_mb_s_median\":%.5g", plq, pratio, prate);
+            /* every paired panel or none: a kernel that refused one rank leaves the field out */
+            double klq, kratio = column(every, rows, 7, &klq, &got);
+            double krate = column(every, rows, 8, &unused, &got);
+            if (got > 0 && got == paired)
+                printf(",\"recv_over_cma_lq\":%.4g,\"recv_over_cma_median\":%.4g,"
+                       "\"cma_mb_s_median\":%.5g", klq, kratio, krate);
         }
         printf(",\"kept_all\":%s}\n", all[1] ? "false" : "true");
         fflush(stdout);

@@ -1,9 +1,9 @@
-"""xhpl's HPL-PANELS record, the figures behind HplRun.panel_over_memcpy, panel_over_xcopy and
-panel_over_pipe: on two ranks one timed MPI_Recv per panel of the factorisation (the other rank
-receives each one) and two copies of each between the cores (xcopy, pipe) through a shared
-buffer that leaves no name behind; none on one rank. Asserts no speed. Builds xhpl with
-MPICH's wrapper through build.sh (its cache keeps the build) from the hpcc source the set-up
-fetched (/opt/mpi-testbed/src/hpcc).
+"""xhpl's HPL-PANELS record, the figures behind HplRun.panel_over_memcpy, panel_over_xcopy,
+panel_over_pipe and panel_over_cma: on two ranks one timed MPI_Recv per panel of the
+factorisation (the other rank receives each one) and three copies of each between the cores
+(xcopy and pipe through a shared buffer that leaves no name behind, cma out of the partner's own
+buffer); none on one rank. Asserts no speed. Builds xhpl with MPICH's wrapper through build.sh
+(its cache keeps the build) from the hpcc source the set-up fetched (/opt/mpi-testbed/src/hpcc).
 Run: python3 -m pytest -q apps/hpl/test_panel_time.py."""
 import json
 import os
@@ -60,6 +60,9 @@ def test_two_ranks_time_one_receive_per_panel(xhpl, tmp_path):
     assert rec['xcopy_mb_s_median'] > 0
     assert 0 < rec['recv_over_pipe_lq'] <= rec['recv_over_pipe_median']
     assert rec['pipe_mb_s_median'] > 0
+    # and the kernel copy out of the partner's own buffer (this kernel allows process_vm_readv)
+    assert 0 < rec['recv_over_cma_lq'] <= rec['recv_over_cma_median']
+    assert rec['cma_mb_s_median'] > 0
 
 
 def test_xcopy_leaves_no_shared_buffer(xhpl, tmp_path):
@@ -75,6 +78,7 @@ def test_an_odd_count_leaves_the_last_rank_unpaired(xhpl, tmp_path):
     assert rec['kept_all'] is True and rec['messages'] == 2 * (N // NB)
     assert 0 < rec['paired_messages'] < rec['messages']
     assert rec['xcopy_messages'] == rec['paired_messages']
+    assert 0 < rec['recv_over_cma_lq']          # the pair's panels, as xcopy's
 
 
 def test_one_rank_has_no_panel_to_receive(xhpl, tmp_path):

@@ -18,15 +18,19 @@ by its arithmetic. Each panel a rank receives in HPL's broadcast is timed inside
 memcpy of the same bytes on that rank just after the run; the figure is the lower quartile over
 every panel of every rank (apps/hpl/panel_time.c, record HPL-PANELS). MPI is 5-12 % of a 1x2
 run's time, so a 2x slower library moves the efficiency by a few percent; it moves this figure
-by about the factor. With every rank on one host, two more baselines time the same bytes
+by about the factor. With every rank on one host, three more baselines time the same bytes
 moving between the two ranks' cores: panel_over_xcopy (one copy out of a shared buffer the
 partner has just written) and panel_over_pipe (the partner copies in by 32 KiB chunks while
-this rank copies out, as a shared-memory path does). Why: a clean run once found every
+this rank copies out, as a shared-memory path does), and where the kernel allows it
+panel_over_cma (this rank reads the partner's own buffer with process_vm_readv, the single
+kernel copy MPICH and Open MPI make for large messages; su3's exchange over that copy followed
+the VM's drift where memcpy did not). Why: a clean run once found every
 panel_over_memcpy 0.66-0.91x its value for an hour, the transfers faster and memcpy within a
-core not; whether a copy between the cores moves with the transfers is what these two figures
-are recorded to show. They are reported only, never looked up: on one VM they moved with the
-state rather than cancelling it, and a machine's own rows of them false-alarmed (lam-7.1's
-xcopy at 0.84x of its row in a clean run, docs/measurement.md).
+core not; whether a copy between the cores moves with the transfers is what these three
+figures are recorded to show. They are reported only, never looked up: on one VM xcopy and
+pipe moved with the state rather than cancelling it, and a machine's own rows of them
+false-alarmed (lam-7.1's xcopy at 0.84x of its row in a clean run, docs/measurement.md);
+panel_over_cma is new (2026-11-26) and has no runs through a change of state yet.
 """
 import os
 import shlex
@@ -168,7 +172,15 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                             if self.num_tasks > 1 else {}) |
                            ({'panel_over_xcopy': ('ratio', self._panels('recv_over_xcopy_lq')),
                              'panel_over_pipe': ('ratio', self._panels('recv_over_pipe_lq'))}
-                            if self._one_host() else {}))
+                            if self._one_host() else {}) |
+                           ({'panel_over_cma': ('ratio', self._panels('recv_over_cma_lq'))}
+                            if self._one_host() and self._has_kernel_copy() else {}))
+
+    def _has_kernel_copy(self):
+        """The HPL-PANELS record has the kernel copy (process_vm_readv) baseline: left out where
+        the kernel refused it (panel_time.c says why on stderr)."""
+        recs = self._records('HPL-PANELS')
+        return bool(recs) and 'recv_over_cma_lq' in recs[0]
 
     def _one_host(self):
         """Every rank of a grid of more than one on this node: the copies between cores need it."""
