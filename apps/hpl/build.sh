@@ -135,8 +135,11 @@ for c in tb_version tb_bind; do
 done
 # The panels' time inside MPI (panel_time.c): HPL's MPI_Iprobe and MPI_Recv are wrapped.
 "$CC_W" -std=c11 -O2 -Wall -Wextra -c "$HERE/panel_time.c" -o "$WORK/panel_time.o"
-"$CC_W" -std=c99 -O2 -Wall -Wextra -c "$HERE/../common/tb_median.c" -o "$WORK/tb_median.o"
-objs="$WORK/xhpl_main.o $WORK/panel_time.o $WORK/tb_version.o $WORK/tb_bind.o $WORK/tb_median.o"
+for c in tb_median tb_cma; do         # panel_time.c's statistics and its kernel copy
+    "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$HERE/../common/$c.c" -o "$WORK/$c.o"
+done
+objs="$WORK/xhpl_main.o $WORK/panel_time.o $WORK/tb_version.o $WORK/tb_bind.o"
+objs="$objs $WORK/tb_median.o $WORK/tb_cma.o"
 if [ -n "$EXTRA" ]; then
     "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$EXTRA" -o "$WORK/extra.o"
     objs="$objs $WORK/extra.o"

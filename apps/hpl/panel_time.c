@@ -39,8 +39,7 @@
  * host, m = 0 where none does, and the xcopy and pipe fields are then left out; the cma
  * fields also where the kernel refused process_vm_readv, which stderr then names); the rates,
  * in MB/s = 10^6 bytes per second, say which side of a ratio moved. */
-#define _GNU_SOURCE            /* process_vm_readv */
-#include <errno.h>
+#define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -49,10 +48,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <unistd.h>
 #include <mpi.h>
 #include "../common/tb_clock.h"
+#include "../common/tb_cma.h"
 #include "../common/tb_median.h"
 #include "panel_time.h"
 
@@ -128,21 +127,9 @@ struct xbuf {
     unsigned char data[];
 };
 
-/* The partner's buffer, read with process_vm_readv (CMA); 0, or the kernel's errno. */
+/* The partner's buffer, read with process_vm_readv (tb_cma_read); err: 0, or the kernel's
+ * errno. */
 struct kernel_src { long pid; uintptr_t addr; int err; };
-
-static int kernel_read(struct kernel_src *k, unsigned char *dst, long bytes)
-{
-    for (long done = 0; done < bytes;) {
-        struct iovec local = { dst + done, (size_t)(bytes - done) };
-        struct iovec remote = { (void *)(k->addr + (uintptr_t)done), (size_t)(bytes - done) };
-        ssize_t n = process_vm_readv((pid_t)k->pid, &local, 1, &remote, 1, 0);
-        if (n <= 0)
-            return errno ? errno : EIO;
-        done += n;
-    }
-    return 0;
-}
 
 enum { XCOPY, PIPE, CMA, WAYS };
 
@@ -168,7 +155,7 @@ static double xcopy_s(MPI_Comm pair, int reader, struct xbuf *x, unsigned char *
         if (way == XCOPY && reader)
             memcpy(dst, x->data, (size_t)bytes);
         if (way == CMA && reader && !k->err)
-            k->err = kernel_read(k, dst, bytes);
+            k->err = tb_cma_read(k->pid, dst, (const void *)k->addr, bytes);
         for (long off = 0; piped && off < bytes; off += CHUNK) {
             long len = bytes - off < CHUNK ? bytes - off : CHUNK;
             if (reader) {

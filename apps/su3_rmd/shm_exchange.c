@@ -10,8 +10,7 @@
  * the machine in the same state. It follows the exchange's drift only about half-way: the
  * libraries here move these messages with one process_vm_readv each (docs/measurement.md),
  * so the same bytes are also moved that way (kernel_once: exchange_over_cma). */
-#define _GNU_SOURCE            /* process_vm_readv */
-#include <errno.h>
+#define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -20,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <unistd.h>
 #include <mpi.h>
 #include "../common/tb_clock.h"
+#include "../common/tb_cma.h"
 #include "shm_exchange.h"
 
 #define CHUNK 32768L    /* the pipeline's step, as apps/p2p/tr_shm.c */
@@ -171,12 +170,11 @@ static void kernel_once(shm_pair *p, const unsigned char *send, unsigned char *r
     atomic_store_explicit(&p->out->addr, (uintptr_t)send, memory_order_relaxed);
     atomic_store_explicit(&p->out->published, p->sent + (uint64_t)bytes, memory_order_release);
     wait_for(&p->in->published, p->got + (uint64_t)bytes);
-    struct iovec local = { recv, (size_t)bytes };
-    struct iovec remote = { (void *)atomic_load_explicit(&p->in->addr, memory_order_relaxed),
-                            (size_t)bytes };
-    if (process_vm_readv((pid_t)p->partner_pid, &local, 1, &remote, 1, 0) != (ssize_t)bytes &&
-        !p->kernel_errno)
-        p->kernel_errno = errno ? errno : EIO;
+    int err = tb_cma_read(p->partner_pid, recv,
+                          (const void *)atomic_load_explicit(&p->in->addr, memory_order_relaxed),
+                          bytes);
+    if (err && !p->kernel_errno)
+        p->kernel_errno = err;
     atomic_store_explicit(&p->in->taken, p->got + (uint64_t)bytes, memory_order_release);
     p->sent += (uint64_t)bytes;
     p->got += (uint64_t)bytes;
