@@ -38,7 +38,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
                                    run_before, sanity_function, variable)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed import registry  # noqa: E402
+from testbed import checks, registry  # noqa: E402
 from testbed.binding import placement_problem  # noqa: E402
 from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, after_launch,  # noqa
                             baseline_line, extra_launch, records, stack_of)
@@ -104,20 +104,10 @@ def over_shm(gathers, way='shm'):
 
 
 def kernel_copy_problem(reference, gathers):
-    """Why exchange_over_cma, where it has a row to meet (`reference`: the test's, a
-    ScopedDict with 'system:partition:variable' keys, or a dict of dicts), cannot be asserted,
-    or None: a kernel that refuses process_vm_readv (Yama's ptrace_scope above 0, a seccomp
-    profile) leaves the figure out, and an asserted figure that vanished would be a check
-    skipped and counted as passed."""
-    asserted = any(str(key).split(':')[-1] == 'exchange_over_cma' or
-                   (isinstance(refs, dict) and 'exchange_over_cma' in refs)
-                   for key, refs in reference.items())
-    if not asserted or over_shm(gathers, 'cma') is not None:
-        return None
-    return ('exchange_over_cma has a reference here but was not measured: the kernel copy '
-            '(process_vm_readv) did not run (rfm_job.err says why; where the kernel has Yama, '
-            'kernel.yama.ptrace_scope must be 0), or report it only: '
-            '-S Su3Run.report_only=exchange_over_cma')
+    """Why exchange_over_cma, where it has a row to meet, cannot be asserted, or None
+    (testbed.checks.kernel_copy_problem): the kernel copy left out of every record."""
+    return checks.kernel_copy_problem(reference, 'exchange_over_cma',
+                                      over_shm(gathers, 'cma') is not None, 'Su3Run')
 
 
 def lower_quartile(trajs):
