@@ -645,4 +645,4 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
         only: reframe/tests/su3_rmd.py, hpl.py.)"""
         return name.startswith(('time_over_', 'efficiency_')) or name in (
             'speedup', 'speedup_busy', 'exchange_over_memcpy', 'exchange_over_cma',
-            'panel_over_memcpy', 'panel_over_cma')
+            'panel_over_memcpy', 'panel_over_cma', 'panel_replay_over_cma')

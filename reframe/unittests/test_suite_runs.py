@@ -210,9 +210,10 @@ def test_hpl_run_that_only_reports_lists_its_portable_figures(workdir):
                           '-S', 'HplRun.assert_performance=false', '-S', 'HplRun.n_list=1800')
     tc = cases[('HplRun', 'mpich-4_0')]
     assert tc['result'] == 'pass', tc.get('fail_reason')
-    assert {'efficiency_N1800', 'panel_over_cma'} <= set(tc['portable_variables'])
-    # on one host the panels are looked up over the kernel copy, over memcpy only across nodes
-    assert 'panel_over_memcpy' not in tc['looked_up_variables']
+    assert {'efficiency_N1800', 'panel_replay_over_cma'} <= set(tc['portable_variables'])
+    # on one host the panels' sizes replayed after the run are looked up, over the kernel copy;
+    # the panels in the run over memcpy only across nodes
+    assert not {'panel_over_memcpy', 'panel_over_cma'} & set(tc['looked_up_variables'])
 
 
 def test_hpl_run_whose_residual_check_fails_is_failed(workdir):
