@@ -44,8 +44,8 @@
  * over every panel of every rank (n = 0 on one rank: no broadcast; k of the n are on ranks
  * with a partner, all but the last rank's of an odd count; m = k where every pair shares a
  * host, m = 0 where none does, and the xcopy and pipe fields are then left out; the cma
- * and replay fields also where the kernel refused process_vm_readv, which stderr then names); the rates,
- * in MB/s = 10^6 bytes per second, say which side of a ratio moved. */
+ * and replay fields also where the kernel refused process_vm_readv, which stderr then
+ * names); the rates, in MB/s = 10^6 bytes per second, say which side of a ratio moved. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <sched.h>
@@ -188,8 +188,6 @@ static double xcopy_s(MPI_Comm pair, int reader, struct xbuf *x, unsigned char *
 {
     double t[COPIES + 1];
     int piped = way == PIPE;
-    if (way == REPLAY)
-        return replay_s(pair, reader, src, dst, bytes);
     for (int c = 0; c <= COPIES; c++) {
         if (!reader)
             memset(way == XCOPY ? x->data : src, 1 + c, (size_t)bytes);  /* writer's cache */
@@ -227,8 +225,8 @@ static double xcopy_s(MPI_Comm pair, int reader, struct xbuf *x, unsigned char *
     return t[1 + COPIES / 4];
 }
 
-/* The xcopy, pipe and cma times of each of this rank's panels, from its partner (rank ^ 1), in
- * xs[WAYS i + way] (cma: -1 where the kernel refused); returns 1, or 0 where there is no partner
+/* The xcopy, pipe, cma and replay times of each of this rank's panels, from its partner
+ * (rank ^ 1), in xs[WAYS i + way] (cma: -1 where the kernel refused); returns 1, or 0 where there is no partner
  * on this host or no shared buffer (both ranks of a pair return the same). Collective over comm
  * (MPI_Comm_split). */
 static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
@@ -307,8 +305,11 @@ static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
             long n = reader ? n_panels : theirs[0];
             for (long i = 0; i < n; i++)
                 for (int way = 0; way < WAYS; way++) {
-                    double s = xcopy_s(pair, reader, x, src, (unsigned char *)dst,
-                                       reader ? own[i] : sizes[i], way, &published, &k);
+                    long bytes = reader ? own[i] : sizes[i];
+                    double s = way == REPLAY
+                        ? replay_s(pair, reader, src, (unsigned char *)dst, bytes)
+                        : xcopy_s(pair, reader, x, src, (unsigned char *)dst, bytes, way,
+                                  &published, &k);
                     if (reader)
                         xs[WAYS * i + way] = s;
                 }
@@ -425,20 +426,20 @@ void panel_time_report(MPI_Comm comm)
             printf(",\"bytes_min\":%ld,\"bytes_max\":%ld,\"recv_over_memcpy_lq\":%.4g,"
                    "\"recv_over_memcpy_median\":%.4g,\"recv_mb_s_median\":%.5g,"
                    "\"memcpy_mb_s_median\":%.5g", -all[2], all[3], lq, ratio, recv, copy);
-            double xratio = column(every, rows, 3, &xlq, &got);
-            double xrate = column(every, rows, 4, &unused, &got);
+            double xratio = column(every, rows, 3 + 2 * XCOPY, &xlq, &got);
+            double xrate = column(every, rows, 4 + 2 * XCOPY, &unused, &got);
             printf(",\"paired_messages\":%d,\"xcopy_messages\":%d", paired, got);
             if (got > 0)
                 printf(",\"recv_over_xcopy_lq\":%.4g,\"recv_over_xcopy_median\":%.4g,"
                        "\"xcopy_mb_s_median\":%.5g", xlq, xratio, xrate);
-            double plq, pratio = column(every, rows, 5, &plq, &got);
-            double prate = column(every, rows, 6, &unused, &got);
+            double plq, pratio = column(every, rows, 3 + 2 * PIPE, &plq, &got);
+            double prate = column(every, rows, 4 + 2 * PIPE, &unused, &got);
             if (got > 0)
                 printf(",\"recv_over_pipe_lq\":%.4g,\"recv_over_pipe_median\":%.4g,"
                        "\"pipe_mb_s_median\":%.5g", plq, pratio, prate);
             /* every paired panel or none: a kernel that refused one rank leaves the field out */
-            double klq, kratio = column(every, rows, 7, &klq, &got);
-            double krate = column(every, rows, 8, &unused, &got);
+            double klq, kratio = column(every, rows, 3 + 2 * CMA, &klq, &got);
+            double krate = column(every, rows, 4 + 2 * CMA, &unused, &got);
             if (got > 0 && got == paired)
                 printf(",\"recv_over_cma_lq\":%.4g,\"recv_over_cma_median\":%.4g,"
                        "\"cma_mb_s_median\":%.5g", klq, kratio, krate);

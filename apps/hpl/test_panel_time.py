@@ -2,8 +2,9 @@
 panel_over_pipe, panel_over_cma and panel_replay_over_cma: on two ranks one timed MPI_Recv per
 panel of the factorisation (the other rank receives each one), three copies of each between the
 cores (xcopy and pipe through a shared buffer that leaves no name behind, cma out of the
-partner's own buffer) and each size sent again through MPI after the run; none on one rank. Asserts no speed. Builds xhpl with MPICH's wrapper through build.sh
-(its cache keeps the build) from the hpcc source the set-up fetched (/opt/mpi-testbed/src/hpcc).
+partner's own buffer) and each size sent again through MPI after the run; none on one rank.
+Asserts no speed. Builds xhpl with MPICH's wrapper through build.sh (its cache keeps the build)
+from the hpcc source the set-up fetched (/opt/mpi-testbed/src/hpcc).
 Run: python3 -m pytest -q apps/hpl/test_panel_time.py."""
 import json
 import os

@@ -104,11 +104,12 @@ def test_an_asserted_kernel_copy_that_did_not_run_fails_naming_the_figure():
 def test_hpl_panels_over_a_kernel_copy_that_did_not_run_fail_naming_the_figure():
     from reframe.utility import ScopedDict
     from testbed.checks import kernel_copy_problem
-    row = ScopedDict({'testbed-local:default': {'panel_over_cma': (1.5, -0.14, 0.14, 'ratio')}})
-    problem = kernel_copy_problem(row, 'panel_over_cma', False, 'HplRun')
-    assert 'panel_over_cma has a reference here but was not measured' in problem
-    assert '-S HplRun.report_only=panel_over_cma' in problem
-    assert kernel_copy_problem(row, 'panel_over_cma', True, 'HplRun') is None
+    row = ScopedDict({'testbed-local:default': {'panel_replay_over_cma': (0.95, -0.14, 0.16,
+                                                                        'ratio')}})
+    problem = kernel_copy_problem(row, 'panel_replay_over_cma', False, 'HplRun')
+    assert 'panel_replay_over_cma has a reference here but was not measured' in problem
+    assert '-S HplRun.report_only=panel_replay_over_cma' in problem
+    assert kernel_copy_problem(row, 'panel_replay_over_cma', True, 'HplRun') is None
     # su3's row does not make HPL's figure required
     su3 = {'testbed-local:default': {'exchange_over_cma': (1.6, -0.14, 0.16, 'ratio')}}
-    assert kernel_copy_problem(su3, 'panel_over_cma', False, 'HplRun') is None
+    assert kernel_copy_problem(su3, 'panel_replay_over_cma', False, 'HplRun') is None
