@@ -14,6 +14,14 @@ long prof_count[P_NCALLS];
 gather_log gather_logs[GATHER_SIZES];
 int gather_sizes, gather_log_full;
 
+long gather_most_bytes(void)
+{
+    long most = 0;
+    for (int k = 0; k < gather_sizes; k++)
+        most = gather_logs[k].bytes > most ? gather_logs[k].bytes : most;
+    return most;
+}
+
 static void log_gather(long bytes, double s, int d, int dir)
 {
     int k = 0;
@@ -265,10 +273,8 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *paus
                    shm_pair *shm, double *shm_t, int *shm_bad, double *cma_t, int *cma_bad)
 {
     int rank;
-    long most = 0;
+    long most = gather_most_bytes();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    for (int k = 0; k < gather_sizes; k++)
-        most = gather_logs[k].bytes > most ? gather_logs[k].bytes : most;
     /* recv takes the timed messages, spare the untimed ones; sendbuf holds the largest
      * gather and is free now (the run's scratch) */
     long n = most / (long)sizeof(double);

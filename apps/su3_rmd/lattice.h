@@ -32,6 +32,8 @@ typedef struct {
 } gather_log;
 extern gather_log gather_logs[GATHER_SIZES];
 extern int gather_sizes, gather_log_full; /* sizes seen; 1 if a time could not be kept */
+/* The largest message of the gathers logged on this rank (0 if none). */
+long gather_most_bytes(void);
 
 #define MAX_LOCAL_VOLUME (1 << 24)
 enum { PLUS = 0, MINUS = 1 };

@@ -76,10 +76,11 @@ shm_pair *shm_pair_open(long most)
     if (strcmp(host, other) != 0)
         return NULL;                      /* both ranks compare the same two names */
     size_t lane_len = (size_t)((sizeof(struct lane) + (size_t)most + PAGE - 1) / PAGE * PAGE);
-    long pid = (long)getpid();
-    MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    char name[64];
-    snprintf(name, sizeof name, "/tb-su3-exchange-%ld", pid);
+    long mine = (long)getpid(), partner;
+    MPI_Sendrecv(&mine, 1, MPI_LONG, 1 - rank, TAG, &partner, 1, MPI_LONG, 1 - rank, TAG,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    char name[64];                        /* named after rank 0's process: unique on the host */
+    snprintf(name, sizeof name, "/tb-su3-exchange-%ld", rank == 0 ? mine : partner);
     /* rank 0 creates the segment, rank 1 maps it, then rank 0 unlinks the name */
     unsigned char *seg = MAP_FAILED;
     if (rank == 0)
@@ -105,9 +106,7 @@ shm_pair *shm_pair_open(long most)
     p->len = 2 * lane_len;
     p->out = (struct lane *)(seg + (size_t)rank * lane_len);
     p->in = (struct lane *)(seg + (size_t)(1 - rank) * lane_len);
-    long mine = (long)getpid();
-    MPI_Sendrecv(&mine, 1, MPI_LONG, 1 - rank, TAG, &p->partner_pid, 1, MPI_LONG, 1 - rank, TAG,
-                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    p->partner_pid = partner;
     return p;
 }
 

@@ -505,12 +505,9 @@ static void report_gathers(lattice *lat)
         have_ex = ex != NULL, all_ex;
     double pause[GATHER_SIZES];
     MPI_Allreduce(&have_ex, &all_ex, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    long most_bytes = 0;
-    for (int k = 0; k < gather_sizes; k++)
-        most_bytes = gather_logs[k].bytes > most_bytes ? gather_logs[k].bytes : most_bytes;
     /* two ranks on one host: the exchange through shared memory and through the kernel too
      * (exchange_over_shm, exchange_over_cma) */
-    shm_pair *shm = all_ex ? shm_pair_open(most_bytes) : NULL;
+    shm_pair *shm = all_ex ? shm_pair_open(gather_most_bytes()) : NULL;
     int have_shm = shm != NULL;
     if (all_ex && time_exchanges(lat, SAMPLES, ex, reps, pause, bad, shm, shm_t, shm_bad, cma_t,
                                  cma_bad) != 0)
