@@ -359,20 +359,24 @@ def derive(report_paths, k=3.0, min_runs=3, portability=None):
     return rows, left_out
 
 
-def transfer(table, report_paths):
+def transfer(table, report_paths, variables=None):
     """Portable rows of `table` checked against runs on another machine of their type: each
     row the reports measure keeps its value (the median of the runs that made it) and each side
     of its band gets the band the same rule gives across machines, w = max(that side's own w,
     1.5 x the largest distance in log space of the new figures on that side of the value), with
     the new sessions added to its runs. Per side, because a figure's tails need not match: a
     ratio whose baseline is sometimes slow falls below its value only, and a symmetric band
-    would give up the catch above for it. Returns (changed rows as dicts, a line per row
-    measured, the rows that would accept 2x: left as they were). A row never narrows."""
+    would give up the catch above for it. `variables`: only these figures (the others in the
+    reports are left out: a figure whose test changed how it is made since some of the runs).
+    Returns (changed rows as dicts, a line per row measured, the rows that would accept 2x:
+    left as they were). A row never narrows."""
     seen = {}
     for report_path in report_paths:
         for session, tc in _report_cases(report_path):
             for pkey, entry in tc['perfvalues'].items():
                 system, partition, var = pkey.split(':')
+                if variables and var not in variables:
+                    continue
                 if var not in tc.get('portable_variables', []) or not entry[0] or \
                         entry[0] <= 0 or not tc.get('machine_type'):
                     continue
@@ -508,6 +512,8 @@ def main(argv=None):
                         "another machine of their type (values kept)")
     tr.add_argument('reports', nargs='+', help='ReFrame JSON run reports from that machine')
     tr.add_argument('--dir', default=default_dir)
+    tr.add_argument('--variable', action='append', default=[], metavar='NAME',
+                    help='only this figure (repeat for more; default every figure)')
     chk = sub.add_parser('check', help='validate reference files')
     chk.add_argument('files', nargs='+')
     st = sub.add_parser('status', help='which references this machine has')
@@ -532,7 +538,7 @@ def main(argv=None):
         if args.cmd == 'transfer':
             for path in sorted(Path(args.dir).glob('*.csv')):
                 table = load(path)
-                changed, lines, _ = transfer(table, args.reports)
+                changed, lines, _ = transfer(table, args.reports, args.variable)
                 for line in lines:
                     print(f'{path.name}: {line}')
                 if changed:

@@ -344,6 +344,9 @@ def test_transfer_widens_a_travelling_row_to_another_machine_and_never_narrows(t
     assert float(by['low']['lower']) == pytest.approx(math.exp(-w) - 1, abs=1e-4)
     assert float(by['low']['upper']) == pytest.approx(0.1618)       # 1.02 is inside
     assert any('near' in line and 'unchanged' in line for line in lines)
+    # --variable: a figure not named is left out, whatever its runs say
+    assert references.transfer(table, [report('m2c', {'far': 1.155})], ['efficiency_N7200']) \
+        == ([], [], [])
     references.write(refs, changed, table)
     again = references.load(refs)
     assert again[('testbed-local', 'default', 'x86_64-2cpu-vm', 'mpich-4.0', 'Su3Run', 'near',

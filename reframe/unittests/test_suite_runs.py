@@ -175,6 +175,21 @@ def test_corrupted_link_fails_the_unitarity_check(workdir):
         stage_file(workdir, 'mpich-4_0', 'Su3Run', 'rfm_job.err')
 
 
+def test_su3_speedup_busy_runs_the_case_again_after_its_second_baseline(workdir):
+    # speedup_busy: the faster of two --alone baselines over the faster of two runs; the run
+    # again comes after the second baseline, ended, and its plaquettes were checked (sanity)
+    proc, cases = reframe(workdir, '-r', '-n', 'Su3Run.*%ranks=2.*%comm=isend', '-p', 'mpich-4_0',
+                          '-S', 'Su3Run.trajectories=3')
+    tc = cases[('Su3Run', 'mpich-4_0')]
+    assert tc['result'] == 'pass', tc.get('fail_reason')
+    assert any(k.endswith(':speedup_busy') for k in tc['perfvalues'])
+    (out,) = (workdir / 'output').glob('*/*/mpich-4_0/Su3Run_*')
+    for name in ('alone.out', 'alone_after.out', 'run_again.out'):
+        assert 'SU3-END {' in (out / name).read_text(), name
+    script = (out / 'rfm_job.sh').read_text()
+    assert script.index('> alone_after.out') < script.index('> run_again.out')
+
+
 def test_su3_run_that_only_reports_lists_its_portable_figures(workdir):
     # the README's quick pass reports su3's ratios (report_only, as ci/suite.sh quick): its
     # report must still say which figures travel, or `references update`/`transfer` cannot use
