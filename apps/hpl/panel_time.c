@@ -226,9 +226,9 @@ static double xcopy_s(MPI_Comm pair, int reader, struct xbuf *x, unsigned char *
 }
 
 /* The xcopy, pipe, cma and replay times of each of this rank's panels, from its partner
- * (rank ^ 1), in xs[WAYS i + way] (cma: -1 where the kernel refused); returns 1, or 0 where there is no partner
- * on this host or no shared buffer (both ranks of a pair return the same). Collective over comm
- * (MPI_Comm_split). */
+ * (rank ^ 1), in xs[WAYS i + way] (cma: -1 where the kernel refused); returns 1, or 0 where
+ * there is no partner on this host or no shared buffer (both ranks of a pair return the same).
+ * Collective over comm (MPI_Comm_split). */
 static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
 {
     int rank, size;

@@ -234,10 +234,10 @@ class Su3Run(Su3Base):
         alone = su3_options(self) + ['--alone']
         self.prerun_cmds.append(baseline_line(self, launch_line(self, self.ranks, alone,
                                                                 'alone', True)))
-        # after_launch puts its line first: the job runs alone_after, then run_again
-        after_launch(self, launch_line(self, self.ranks, su3_options(self), 'run_again', True))
-        after_launch(self, baseline_line(self, launch_line(self, self.ranks, alone,
-                                                           'alone_after', True)))
+        # right after the run, in this order: the second baseline, then the run again
+        after_launch(self, '; '.join([
+            baseline_line(self, launch_line(self, self.ranks, alone, 'alone_after', True)),
+            launch_line(self, self.ranks, su3_options(self), 'run_again', True)]))
         self.keep_files += [f'{name}.{ext}' for name in ('alone', 'alone_after', 'run_again')
                             for ext in ('out', 'err')]
 
