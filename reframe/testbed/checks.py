@@ -260,7 +260,27 @@ def as_job_account(test, reg):
         test.env_vars['HOME'] = account.pw_dir
 
 
-class AppBuild(rfm.CompileOnlyRegressionTest):
+class BuildInRunSlot(rfm.RegressionTestPlugin):
+    """A build on a partition whose jobs run on this machine (the local scheduler) takes the
+    partition's job slot. ReFrame's default policy (async) runs builds beside jobs: builds
+    count against max_local_jobs (8), jobs against the partition's max_jobs (1), so a build
+    could compile on the cores a timed run owns. Seen on 2026-11-27: `reframe -c tests/hpl.py
+    -r` without --exec-policy=serial ran mpich-4.0's HPL while five other stacks' xhpl
+    compiled, its DGEMM baseline before the run 9.8 Gflop/s a core against 30 after, its
+    efficiency 0.44 against a row of 0.81. In the partition's slot a build waits for the run
+    and a run for the build, as with --exec-policy=serial; the job itself is local either way.
+    Elsewhere (a cluster's partition) builds stay local and run beside the nodes' jobs; the
+    emulated cluster's nodes share this machine, but a build cannot go through its Slurm (jobs
+    run there as the job account), so it is run with --exec-policy=serial (ci/cluster.sh)."""
+
+    @run_after('setup')
+    def take_the_run_slot(self):
+        # ReFrame picks the slot from build_locally when the build starts, after setup
+        if self.current_partition.scheduler.registered_name == 'local':
+            self.build_locally = False
+
+
+class AppBuild(BuildInRunSlot, rfm.CompileOnlyRegressionTest):
     """Build one program of apps/ once per stack (use as fixture(..., scope='environment'))."""
     app = variable(str)
     valid_systems = ['*']
@@ -642,7 +662,8 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
         with every core busy), su3's exchanges timed alone over memcpy or over the kernel copy
         of the same bytes, HPL's panels over memcpy and their sizes replayed over the kernel
         copy. (su3's gather_over_memcpy and exchange_over_shm, HPL's panels over copies between
-        the ranks' cores are reported only: reframe/tests/su3_rmd.py, hpl.py.)"""
+        the ranks' cores and their replay into posted receives are reported only:
+        reframe/tests/su3_rmd.py, hpl.py.)"""
         return name.startswith(('time_over_', 'efficiency_')) or name in (
             'speedup', 'speedup_busy', 'exchange_over_memcpy', 'exchange_over_cma',
             'panel_over_memcpy', 'panel_replay_over_cma')

@@ -47,6 +47,25 @@ def reframe(workdir, *args, env=None):
     return proc, {(tc['name'].split()[0], tc['environ']): tc for tc in cases}
 
 
+def test_builds_wait_for_timed_runs_under_the_default_policy(workdir):
+    # ReFrame's default policy is async: a build outside the partition's slot compiled beside
+    # a timed run (checks.BuildInRunSlot); on the local partition builds take that slot
+    proc, cases = reframe(workdir, '-r', '--keep-stage-files', *QUICK,
+                          '-p', '^(mpich-4_0|openmpi-4_1)$')
+    builds = {env: tc for (name, env), tc in cases.items() if name.startswith('P2PBuild')}
+    runs = [tc for (name, _), tc in cases.items() if name == 'P2PMatrix']
+    assert len(builds) == 2 and len(runs) == 2, proc.stdout[-2000:]
+    assert all(tc['result'] == 'pass' for tc in cases.values()), proc.stdout[-2000:]
+    assert not any(tc['build_locally'] for tc in builds.values())
+    for env, tc in builds.items():
+        log = next((workdir / 'stage').glob(f'*/*/{env}/P2PBuild_*/rfm_build.out'))
+        end = log.stat().st_mtime
+        start = end - tc['time_compile']
+        for run in runs:
+            assert end <= run['job_submit_time'] or start >= run['job_completion_time_unix'], \
+                f'{env} build {start:.1f}-{end:.1f} overlaps {run["environ"]}\'s run'
+
+
 def test_unknown_stack_name_stops_before_running(workdir):
     proc, cases = reframe(workdir, '-l', env={'TESTBED_STACKS': 'mpich-4.0,mpich-9'})
     assert proc.returncode != 0 and not cases
