@@ -37,7 +37,7 @@ report="$repo/reframe/reports/last-$profile.json"
 case "$profile" in
   quick) args=(-n 'P2P(Matrix|Stack).*%size_range=quick' -S P2PMatrix.samples=15
                -n 'HplRun.*%grid=(1x2|2x2)' -S HplRun.n_list=7200 -S HplRun.n_list_oversubscribed=1800
-               -S HplRun.report_only=panel_replay_over_cma,panel_over_memcpy
+               -S HplRun.report_only=panel_replay_over_cma,panel_posted_over_cma,panel_over_memcpy
                -n 'Su3Run.*%ranks=2' -n Su3RankInvariance
                -S Su3Run.report_only=speedup_busy,exchange_over_cma,exchange_over_memcpy
                -n StartupTime -S StartupTime.np_list=2,4 -S StartupTime.repeats=3

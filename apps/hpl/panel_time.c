@@ -29,9 +29,9 @@
  *     the partner computing on the other core, and drifted 3-7 % (SD) between runs over every
  *     copy timed after it (docs/measurement.md); replay over cma is the library against the
  *     kernel copy under the same conditions, as su3's exchanges are timed alone;
- *   - posted: the same with the receive posted before the message comes, as IMB and NetPIPE
- *     take theirs, so that the replay has a peer: reported, not looked up (Intel MPI 2021
- *     took an unexpected large message 2.2x slower than a posted one, docs/measurement.md).
+ *   - posted: the same with the receive posted before the partner sends, as IMB and NetPIPE
+ *     take theirs, so that the replay has peers (Intel MPI 2021 took an unexpected large
+ *     message 2.2x slower than a posted one, docs/measurement.md).
  * Why the two copies between cores: one clean run found the transfers 0.66-0.91x their usual
  * time for an hour, and memcpy within a core unchanged (docs/measurement.md); whether a copy
  * between the cores moves with the transfers is what xcopy and pipe are recorded to show.
@@ -145,36 +145,41 @@ struct kernel_src { long pid; uintptr_t addr; int err; };
 enum { XCOPY, PIPE, CMA, REPLAY, POSTED, WAYS };
 
 #define REPLAY_TAG 0x7c
+#define GO_TAG 0x7d       /* the posted replay's "send now" */
 
 /* The library's transfer of `bytes` from the partner, as HPL takes a panel: the partner sends
  * (MPI_Send), this rank probes until the message is there, then times MPI_Recv (the real calls:
  * the wrappers above would count the replay as a panel; a preloaded library such as
- * apps/slowdown still interposes them). With `posted` the receive is posted before the
- * barrier, as IMB's and NetPIPE's are, and the time runs from the barrier to its completion
- * (the partner's start after the barrier, a few us, is inside it): a library may take a
- * message that found its receive posted by another path than one that came unexpected
- * (Intel MPI 2021 did, docs/measurement.md). The reader's lower quartile of 9 after an
- * untimed one, 0 on the writer; the barriers are outside the time. */
+ * apps/slowdown still interposes them). With `posted` this rank posts the receive, as IMB's
+ * and NetPIPE's are posted, then tells the partner to send (a zero-byte message) and times
+ * from there to the receive's completion: the go message's latency is inside the time (a
+ * small share of the smallest panel's 15 us). A library may take a message that found its receive posted by another
+ * path than one that came unexpected (Intel MPI 2021 did, docs/measurement.md). (Posted
+ * before a barrier instead, Open MPI took the whole message inside the barrier, before the
+ * clock started: lower quartiles of 0.0009 of the kernel copy.) The reader's lower quartile
+ * of 9 after an untimed one, 0 on the writer; the barriers are outside the time. */
 static double replay_s(MPI_Comm pair, int reader, unsigned char *src, unsigned char *dst,
                        long bytes, int posted)
 {
     double t[COPIES + 1];
     int me, flag = 0;
     MPI_Status st;
-    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Request req;
     MPI_Comm_rank(pair, &me);
     int other = 1 - me;
     for (int c = 0; c <= COPIES; c++) {
-        if (reader && posted)
-            MPI_Irecv(dst, (int)bytes, MPI_BYTE, other, REPLAY_TAG, pair, &req);
         MPI_Barrier(pair);
         if (!reader) {
+            if (posted)
+                __real_MPI_Recv(NULL, 0, MPI_BYTE, other, GO_TAG, pair, &st);
             MPI_Send(src, (int)bytes, MPI_BYTE, other, REPLAY_TAG, pair);
             continue;
         }
         double t0;
         if (posted) {
+            MPI_Irecv(dst, (int)bytes, MPI_BYTE, other, REPLAY_TAG, pair, &req);
             t0 = tb_now_s();
+            MPI_Send(NULL, 0, MPI_BYTE, other, GO_TAG, pair);
             MPI_Wait(&req, &st);
         } else {
             do
