@@ -251,6 +251,24 @@ def test_hpl_run_that_only_reports_lists_its_portable_figures(workdir):
     assert not {'panel_over_memcpy', 'panel_over_cma'} & set(tc['looked_up_variables'])
 
 
+def test_hpl_runs_again_after_its_second_baseline_and_takes_the_faster(workdir):
+    # where the ranks fit the cores xhpl runs twice, the second time after the second DGEMM
+    # baseline; the figures are the faster run's (as su3's speedup_busy)
+    proc, cases = reframe(workdir, '-r', '-n', 'HplRun.*%grid=1x2', '-p', 'mpich-4_0',
+                          '-S', 'HplRun.n_list=1800')
+    tc = cases[('HplRun', 'mpich-4_0')]
+    assert tc['result'] == 'pass', tc.get('fail_reason')
+    (out,) = (workdir / 'output').glob('*/*/mpich-4_0/HplRun_*')
+    script = (out / 'rfm_job.sh').read_text()
+    assert script.index('> dgemm_after.out') < script.index('> run_again.out')
+    gflops = [float(line.split()[-1]) for name in ('rfm_job.out', 'run_again.out')
+              for line in (out / name).read_text().splitlines() if line.startswith('WR')]
+    assert len(gflops) == 2
+    value = next(v[0] for k, v in tc['perfvalues'].items() if k.endswith(':gflops_N1800'))
+    assert value == pytest.approx(max(gflops), rel=1e-3)
+    assert len(tc['figure_samples']['time_s@N1800']) == 2
+
+
 def test_hpl_run_whose_residual_check_fails_is_failed(workdir):
     proc, cases = reframe(workdir, '-r', '-n', 'HplRun.*%grid=1x1', '-p', 'mpich-4_0',
                           '-S', 'HplRun.n_list=1800', '-S', 'HplRun.threshold=1e-30')
