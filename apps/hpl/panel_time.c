@@ -153,11 +153,12 @@ enum { XCOPY, PIPE, CMA, REPLAY, POSTED, WAYS };
  * apps/slowdown still interposes them). With `posted` this rank posts the receive, as IMB's
  * and NetPIPE's are posted, then tells the partner to send (a zero-byte message) and times
  * from there to the receive's completion: the go message's latency is inside the time (a
- * small share of the smallest panel's 15 us). A library may take a message that found its receive posted by another
- * path than one that came unexpected (Intel MPI 2021 did, docs/measurement.md). (Posted
- * before a barrier instead, Open MPI took the whole message inside the barrier, before the
- * clock started: lower quartiles of 0.0009 of the kernel copy.) The reader's lower quartile
- * of 9 after an untimed one, 0 on the writer; the barriers are outside the time. */
+ * small share of the smallest panel's 15 us). A library may take a message that found its
+ * receive posted by another path than one that came unexpected (Intel MPI 2021 did,
+ * docs/measurement.md). (Posted before a barrier instead, Open MPI took the whole message
+ * inside the barrier, before the clock started: lower quartiles of 0.0009 of the kernel
+ * copy.) The reader's lower quartile of 9 after an untimed one, 0 on the writer; the
+ * barriers are outside the time. */
 static double replay_s(MPI_Comm pair, int reader, unsigned char *src, unsigned char *dst,
                        long bytes, int posted)
 {

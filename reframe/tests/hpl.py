@@ -6,12 +6,13 @@ for the rest). A run counts only with PASSED on every residual check and '0 test
 failed residual checks'. Where the ranks fit the cores xhpl runs twice, after the second
 baseline again (run_again.out, held to the same checks), and the figures take the faster run.
 Perf: Gflop/s and seconds per N from the W[RC].. lines, the DGEMM capacity of the cores the grid
-uses, measured with the same OpenBLAS in the same job just before and just after xhpl, one
-DGEMM per core at once (apps/hpl/dgemm_rate.c), and per N the efficiency HPL Gflop/s / the
-larger of the two capacities: a ratio, which travels between machines where Gflop/s does not,
-and holds when another tenant takes part of a core (the baseline loses the same share of it). Placement: when the ranks fit the cores, each ran on its
-own CPU and did not move (xhpl_main.c's HPL-RUN/HPL-END records). A grid with more ranks than
-cores is reported, never asserted as performance: it carries no reference.
+uses, measured with the same OpenBLAS in the same job just before and just after xhpl, one DGEMM
+per core at once (apps/hpl/dgemm_rate.c), and per N the efficiency HPL Gflop/s / the larger of
+the two capacities: a ratio, which travels between machines where Gflop/s does not, and holds
+when another tenant takes part of a core (the baseline loses the same share of it). Placement:
+when the ranks fit the cores, each ran on its own CPU and did not move (xhpl_main.c's
+HPL-RUN/HPL-END records). A grid with more ranks than cores is reported, never asserted as
+performance: it carries no reference.
 
 A grid of more than one rank also gives panel_over_memcpy: HPL's own communication, undiluted
 by its arithmetic. Each panel a rank receives in HPL's broadcast is timed inside MPI_Recv
@@ -32,11 +33,11 @@ sends, as IMB and NetPIPE take theirs (its rate in the record is the one to set 
 Intel MPI 2021 takes an unexpected large message 2.2x slower than a posted one). On one host
 both are looked up (the replay as HplRun.panel_figure; rows: the replay's for five stacks, the
 posted one's for Intel MPI), across nodes panel_over_memcpy. Why: the panels in the run are
-timed with the partner computing on the other core, and over 30 runs in a row they drifted
-3-7 % (SD) over every baseline timed after the run (memcpy, the kernel copy), enough to hide a
-1.2x slower library on three stacks of six; su3's exchanges, timed alone after the run, held to
-1-2 % over the kernel copy. The replay is the
-library's transfer of HPL's messages under the same conditions as its baseline.
+timed with the partner computing on the other core, and over 30 runs in a row they drifted 3-7 %
+(SD) over every baseline timed after the run (memcpy, the kernel copy), enough to hide a 1.2x
+slower library on three stacks of six; su3's exchanges, timed alone after the run, held to 1-2 %
+over the kernel copy. The replay is the library's transfer of HPL's messages under the same
+conditions as its baseline.
 panel_over_memcpy, panel_over_xcopy, panel_over_pipe and panel_over_cma stay reported: xcopy
 and pipe moved with the VM's state rather than cancelling it, and a machine's own rows of them
 false-alarmed (lam-7.1's xcopy at 0.84x of its row in a clean run, docs/measurement.md).
