@@ -375,12 +375,10 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             return 'run_again.out has no HPL-END record: the run again did not end ' \
                    '(see run_again.err)'
         with open(path, errors='replace') as fh:
-            text = fh.read()
-        out = hpl_input.parse_hpl_output(text)
-        if not out.ok or 'FAILED' in text or sorted(r['N'] for r in out) != sorted(self.ns):
+            failed = 'FAILED' in fh.read()
+        if failed or not sn.evaluate(self._complete('run_again.out')):
             return 'run_again.out: not every N of HPL.dat has a PASSED result'
-        return placement_problem(records(path, 'HPL-RUN')[0], ends[0],
-                                 stack_of(self)[1].self_bind) or True
+        return sn.evaluate(self._placement('run_again.out'))
 
     @sn.deferrable
     def _kernel_copy(self):
@@ -391,14 +389,16 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                                   for name in ('panel_replay_over_cma',
                                                'panel_posted_over_cma'))), True)
 
-    def _records(self, tag):
-        return records(os.path.join(self.stagedir, self.stdout.evaluate()), tag)
+    def _records(self, tag, name=None):
+        """`tag`'s records in the run's stdout, or in `name` (run_again.out)."""
+        return records(os.path.join(self.stagedir, name or self.stdout.evaluate()), tag)
 
     @sn.deferrable
-    def _placement(self):
+    def _placement(self, name=None):
         if self.oversubscribed:
             return True         # ranks take turns on the cores: nothing to assert
-        return placement_problem(self._records('HPL-RUN')[0], self._records('HPL-END')[0],
+        return placement_problem(self._records('HPL-RUN', name)[0],
+                                 self._records('HPL-END', name)[0],
                                  stack_of(self)[1].self_bind) or True
 
     @run_after('sanity')
@@ -412,6 +412,6 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         self.figure_samples = samples
 
     @sn.deferrable
-    def _complete(self):
-        out = self._output()
+    def _complete(self, name=None):
+        out = self._output(name)
         return out.ok and sorted(r['N'] for r in out) == sorted(self.ns)
