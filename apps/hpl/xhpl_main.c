@@ -13,10 +13,11 @@
  * the report (the library's version, every rank's CPU) and one HPL-END after it
  * (every rank's CPU again), so the test can name the library and see that the
  * ranks sat on distinct CPUs and did not move; HPL-PANELS after the report,
- * the panels' time inside MPI over memcpy (panel_time.c); --bind-self, for launchers
- * that cannot bind (LAM): rank r pins itself to the r-th allowed CPU; and a
- * time limit on MPI_Finalize (../common/tb_finalize.h), which MPICH 4.0 over
- * UCX's TCP transport sometimes never leaves between two nodes.
+ * the panels' time inside MPI over memcpy (panel_time.c; --no-panels leaves it
+ * out); --bind-self, for launchers that cannot bind (LAM): rank r pins itself
+ * to the r-th allowed CPU; and a time limit on MPI_Finalize
+ * (../common/tb_finalize.h), which MPICH 4.0 over UCX's TCP transport sometimes
+ * never leaves between two nodes.
  */
 #include <stdio.h>
 #include <string.h>
@@ -31,12 +32,15 @@ int HPL_main(int argc, char **argv, HPL_RuntimeData *rdata, int *failure);
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: mpiexec -n P*Q xhpl [--bind-self]\n"
+            "usage: mpiexec -n P*Q xhpl [--bind-self] [--no-panels]\n"
             "HPL 2.0 (from Debian's hpcc source): reads HPL.dat in the current\n"
             "directory and writes the report where HPL.dat's device line says\n"
             "(6 = stdout). Write HPL.dat with apps/hpl/hpl_input.py.\n"
             "  --bind-self  pin rank r to the r-th CPU this process may use, for\n"
             "               launchers that cannot bind (LAM)\n"
+            "  --no-panels  no HPL-PANELS: the panels are still timed during the run, as\n"
+            "               always (so the run is the same), but not reported nor replayed\n"
+            "               after it (a second run in the same job, whose panels are not read)\n"
             "Before the report rank 0 prints HPL-RUN {\"library_version\",\"ranks\",\n"
             "\"self_bound\",\"bind_cpus\",\"cpus_start\",\"cpus_allowed\"}, after it HPL-END\n"
             "{\"cpus_end\"} (CPUs per rank, from sched_getcpu; bind_cpus -1 when not\n"
@@ -47,7 +51,7 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
     /* Options are checked before MPI_Init so a bad one never starts MPI. */
-    int bind_self = 0;
+    int bind_self = 0, panels = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -55,6 +59,10 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[i], "--bind-self") == 0) {
             bind_self = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "--no-panels") == 0) {
+            panels = 0;
             continue;
         }
         fprintf(stderr, "xhpl: unknown argument '%s' (see --help)\n", argv[i]);
@@ -86,7 +94,8 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     HPL_main(argc, argv, &best, &failure);
-    panel_time_report(MPI_COMM_WORLD);
+    if (panels)
+        panel_time_report(MPI_COMM_WORLD);
     tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus, sizeof cpus);
     if (rank == 0) {
         printf("HPL-END {\"cpus_end\":%s}\n", cpus);

@@ -267,6 +267,9 @@ def test_hpl_runs_again_after_its_second_baseline_and_takes_the_faster(workdir):
     value = next(v[0] for k, v in tc['perfvalues'].items() if k.endswith(':gflops_N1800'))
     assert value == pytest.approx(max(gflops), rel=1e-3)
     assert len(tc['figure_samples']['time_s@N1800']) == 2
+    # the panels are reported (and replayed) after the run only: the run again's are not read
+    assert 'HPL-PANELS' in (out / 'rfm_job.out').read_text()
+    assert 'HPL-PANELS' not in (out / 'run_again.out').read_text()
 
 
 def test_hpl_run_whose_residual_check_fails_is_failed(workdir):
