@@ -2,6 +2,7 @@
 a pvmd already running for the user, a stale /tmp/pvmd.<uid>, a task that dies mid-run, a
 corrupted payload. Each must end with a clear message and leave no pvmd or task behind.
 Needs the set-up (Debian pvm, pvm-dev; the job account)."""
+import json
 import os
 import pwd
 import shutil
@@ -144,6 +145,28 @@ def test_shared_buffers_still_catch_a_corrupted_payload(job):
     assert proc.returncode == 3, (proc.returncode, proc.stderr)
     assert 'payload check failed on rank 1: transport pvm pair send-recv variant ' \
            'daemon-inplace size 1001 bytes' in proc.stderr, proc.stderr
+
+
+def test_cache_cold_walks_the_ring_and_checks_every_slot(job):
+    """--cache cold: message i goes to ring slot i mod nslots, and each rank checks every slot
+    a sample used, each filled beforehand with the complement of what must land there. A
+    cursor that stopped moving would leave slot 1 unwritten and fail the check; so a clean run
+    with more messages checked than samples proves the walk, and a spoiled payload fails."""
+    assert job.pvmd_job('boot').returncode == 0
+    # 20 ms samples: many round trips each, so one sample's slots outnumber all the samples
+    args = ['--sizes', '1001', '--samples', '2', '--min-time-ms', '20', '--cache', 'cold',
+            '--baselines', 'none',
+            '--pvm-send', 'send', '--pvm-recv', 'recv', '--pvm-encoding', 'inplace']
+    proc = job(job.p2p, *args)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(next(line for line in proc.stdout.splitlines()
+                             if line.startswith('P2P {')).split(' ', 1)[1])
+    # warm (one slot): one message checked per sample and rank; cold: all of a sample's
+    assert '"cache":"cold"' in proc.stdout, proc.stdout
+    assert record['checked_messages'] >= 2 * (record['reps_per_sample'] + 1), record
+    proc = job(job.p2p, *args, '--corrupt-at', '1001')
+    assert proc.returncode == 3, (proc.returncode, proc.stderr)
+    assert 'size 1001 bytes: slot ' in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize('argv, message', [
