@@ -10,8 +10,18 @@ Per stack, size range and size, each run gives one figure: the median, over P2PM
 of each mode's median half round trip (the figure P2PStack asserts), computed from the samples
 the report keeps (figure_samples); --statistic min takes each mode's least sample instead
 (NetPIPE's statistic), mean its mean. The table gives that figure in every run, its CV over the
-runs (sample standard deviation over mean), and the median and largest CV of the modes taken
-one by one: once over every mode, once over the modes in the low placement. Every case records
+runs (sample standard deviation over mean), the CV of the geometric mean over the modes, and
+the median and largest CV of the modes taken one by one: once over every mode, once over the
+modes in the low placement.
+
+Why the geometric mean too: a stack's twelve modes fall in two groups at small sizes (the
+buffered sends near the floor, the synchronous ones up to twice as slow), and the median over
+twelve is the mean of the sixth and seventh, which sit at the gap between the groups: one mode
+crossing it moves the median by the gap's width. The geometric mean weighs every mode's launch
+alike, so each launch's own draw (where the library's shared pages land, docs/measurement.md)
+averages out over twelve. Measured on three fresh machines' quick passes, third Xeon VM,
+2026-11-27: at 8 bytes the median's CV over the runs 3.0-6.8 % per stack, the geometric mean's
+2.8-4.3 %; in the set before, 1.2-5.8 % and 1.3-4.4 %. Every case records
 its own 8-byte shared-memory floor (shm_floor_8B_us), which says where the two ranks' CPUs sat
 on the host. On this VM type two placements were seen whose floors differ about 5x, and every
 small-message figure moves with them (docs/measurement.md). A mode is in the low placement
@@ -92,9 +102,13 @@ def spread(reports, sizes, stat='median'):
                'lowest_floor_8B_us': lowest}
         for part, chosen in (('all', modes), ('low', low)):
             values = [statistics.median(r[m][0] for m in chosen) for r in runs] if chosen else []
+            gmeans = [statistics.geometric_mean(r[m][0] for m in chosen)
+                      for r in runs] if chosen else []
             mode_cvs = [cv([r[m][0] for r in runs]) for m in chosen]
             row[part] = {'modes': len(chosen), 'median_over_modes_us': values,
                          'cv': cv(values) if values else None,
+                         'gmean_over_modes_us': gmeans,
+                         'gmean_cv': cv(gmeans) if gmeans else None,
                          'mode_cv_median': statistics.median(mode_cvs) if chosen else None,
                          'mode_cv_max': max(mode_cvs) if chosen else None}
         rows.append(row)
@@ -104,21 +118,22 @@ def spread(reports, sizes, stat='median'):
 def render(rows, names, stat='median'):
     out = [f'# run-to-run spread over {len(names)} runs: ' + ', '.join(names),
            f'# per run: the median over the modes of each mode\'s {stat} half round trip, in us '
-           '(microseconds); CV = standard deviation / mean over the runs (of that median, and '
-           'of each mode\'s own: median and largest over the modes)',
+           '(microseconds); CV = standard deviation / mean over the runs (of that median; gm: '
+           'of the geometric mean over the modes; and of each mode\'s own: median and largest '
+           'over the modes)',
            f'# low placement: the modes whose 8-byte shared-memory floor was within {STEADY:g}x '
            'of the lowest (given, in us) in every run',
-           f"{'':33} {'all modes':-^50}  {'low placement':-^62}",
+           f"{'':33} {'all modes':-^57}  {'low placement':-^69}",
            f"{'stack':17} {'range':6} {'bytes':>8} {'n':>3} {'per run (us)':24} {'CV':>6} "
-           f"{'modes':>6} {'max':>6}  {'floor':>6} {'n':>3} {'per run (us)':24} {'CV':>6} "
-           f"{'modes':>6} {'max':>6}"]
+           f"{'gm CV':>6} {'modes':>6} {'max':>6}  {'floor':>6} {'n':>3} {'per run (us)':24} "
+           f"{'CV':>6} {'gm CV':>6} {'modes':>6} {'max':>6}"]
 
     def part(p):
         if not p['modes']:
-            return f"{0:>3} {'-':24} {'':>6} {'':>6} {'':>6}"
+            return f"{0:>3} {'-':24} {'':>6} {'':>6} {'':>6} {'':>6}"
         runs = ' '.join(f'{v:.4g}' for v in p['median_over_modes_us'])
-        return (f"{p['modes']:>3} {runs:24} {p['cv']:6.1%} {p['mode_cv_median']:6.1%} "
-                f"{p['mode_cv_max']:6.1%}")
+        return (f"{p['modes']:>3} {runs:24} {p['cv']:6.1%} {p['gmean_cv']:6.1%} "
+                f"{p['mode_cv_median']:6.1%} {p['mode_cv_max']:6.1%}")
 
     for r in rows:
         floor = f"{r['lowest_floor_8B_us']:.3f}" if r['lowest_floor_8B_us'] else '-'

@@ -116,3 +116,19 @@ def test_statistic_min_takes_each_modes_least_sample():
     # samples are (x, 1.01 x): the least is x; the median over the three modes is 0.11
     assert rows[0]['all']['median_over_modes_us'] == pytest.approx([0.11, 0.11])
     assert rows[0]['all']['cv'] == 0.0
+
+
+def test_geometric_mean_weighs_every_mode():
+    # two fast modes and one slow one; in run 2 the slow mode alone is 1.5x slower: the
+    # median over the modes (a fast one) stays, the geometric mean moves by 1.5^(1/3)
+    runs = [report([case(m, lat, 0.04) for m, lat in zip(MODES, lats)])
+            for lats in ((0.1, 0.2, 0.1), (0.1, 0.3, 0.1))]
+    row = spread.spread([(str(i), r) for i, r in enumerate(runs)], {8})[0]['all']
+    assert row['median_over_modes_us'] == pytest.approx([0.1005, 0.1005])
+    assert row['cv'] == 0.0
+    want = [statistics.geometric_mean([0.1005, 0.201, 0.1005]),
+            statistics.geometric_mean([0.1005, 0.3015, 0.1005])]
+    assert row['gmean_over_modes_us'] == pytest.approx(want)
+    assert row['gmean_over_modes_us'][1] / row['gmean_over_modes_us'][0] == \
+        pytest.approx(1.5 ** (1 / 3))
+    assert row['gmean_cv'] == pytest.approx(statistics.stdev(want) / statistics.mean(want))
