@@ -2,7 +2,7 @@
 # Run the ReFrame suite on the embedded default and print the summary table.
 #   ci/suite.sh quick   the README's test pass: p2p's 12 modes over the quick range (8 B,
 #                       1 KiB, 64 KiB, 1 MiB: the peers' sizes) with 15 samples per size;
-#                       HPL at N=7200 on the 1x2 grid (1800 on the oversubscribed 2x2),
+#                       HPL at N=7200 on the 1x2 grid,
 #                       HPL's panels (their sizes replayed over the kernel copy on one host,
 #                       the panels in the run over memcpy across nodes) reported, as su3's
 #                       exchange: rows of one VM and one evening so far; `make run` asserts them;
@@ -13,7 +13,10 @@
 #                       `make run` only: HPL's 1x1 grid (one rank, no MPI to speak of: the
 #                       same BLAS on every stack) and the 4-rank Su3Run cases (oversubscribed:
 #                       nothing asserted but their sanity, which the invariance covers); they
-#                       were 55 and 52 s of a 382 s quick pass (2026-11-25);
+#                       were 55 and 52 s of a 382 s quick pass (2026-11-25); since 2026-11-27
+#                       also HPL's oversubscribed 2x2 grid (reported, never asserted; 26 s of
+#                       a 429 s quick pass, when two fresh machines in three took 1204 and
+#                       1221 s of the test command's 20 minutes);
 #                       start-up for np 2 and 4 with 3 warm launches;
 #                       KnobReach (the knobs reach the ranks); PVM's matrix on both routes,
 #                       bytes and doubles packed,
@@ -36,7 +39,7 @@ mkdir -p reports
 report="$repo/reframe/reports/last-$profile.json"
 case "$profile" in
   quick) args=(-n 'P2P(Matrix|Stack).*%size_range=quick' -S P2PMatrix.samples=15
-               -n 'HplRun.*%grid=(1x2|2x2)' -S HplRun.n_list=7200 -S HplRun.n_list_oversubscribed=1800
+               -n 'HplRun.*%grid=1x2' -S HplRun.n_list=7200
                -S HplRun.report_only=panel_replay_over_cma,panel_posted_over_cma,panel_over_memcpy
                -n 'Su3Run.*%ranks=2' -n Su3RankInvariance
                -S Su3Run.report_only=speedup_busy,exchange_over_cma,exchange_over_memcpy
