@@ -43,8 +43,7 @@ case "$profile" in
          startup_np=2,4,8 startup_repeats=3
          matrix=(-n 'P2PMatrix.*%size_range=quick') samples=15
          gige_ranges=quick
-         pvm='PvmMatrix.*%size_range=quick'
-         pvm_skip='PvmMatrix.*%route=daemon.*%pack=byte'
+         pvm=(-n 'PvmMatrix.*%size_range=quick' -x 'PvmMatrix.*%route=daemon.*%pack=byte')
          apps=(-n 'HplRun.*%grid=1x2' -S HplRun.n_list=3600 -n 'Su3Run.*%ranks=2.*%comm=isend') ;;
   full)  stacks=${TESTBED_CLUSTER_STACKS:-} fallback=${TESTBED_CLUSTER_FALLBACK_STACKS:-pvm-3.4}
          gige_ranges='(quick|large)'
@@ -52,7 +51,7 @@ case "$profile" in
          startup=${TESTBED_CLUSTER_STARTUP_STACKS:-openmpi-4.1,openmpi-5.0,mpich-5.0,lam-7.1}
          startup_np=2,4,8,16 startup_repeats=5
          matrix=(-n 'P2PMatrix') samples=30
-         pvm='PvmMatrix' pvm_skip='^$'
+         pvm=(-n PvmMatrix)
          apps=(-n 'HplRun.*%grid=1x2' -n 'Su3Run.*%ranks=2') ;;
   *) echo "error: ci/cluster.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;
 esac
@@ -85,7 +84,7 @@ run_profile() {
         echo "== the same profile, the fallback launcher: $with_fallback"
         report="$repo/reframe/reports/cluster-$prof-mtu$mtu-fallback.json"
         reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
-            -p "$(environs_of "$with_fallback")" -n "$sendrecv=quick" -n "$pvm" -x "$pvm_skip" \
+            -p "$(environs_of "$with_fallback")" -n "$sendrecv=quick" "${pvm[@]}" \
             -S P2PMatrix.samples="$samples" -S PvmMatrix.samples="$samples" \
             --report-file "$report" || rc=1
         reports+=("$report")
