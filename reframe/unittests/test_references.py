@@ -394,3 +394,34 @@ def test_own_rows_get_the_narrow_floor_only_for_the_figures_measured_to_hold_it(
     assert references.narrow_floor('P2PStack')
     assert not references.narrow_floor('HplRun')     # efficiency_N7200, panel_over_memcpy
     assert not references.narrow_floor('Su3Run')     # exchange_over_memcpy
+
+
+def test_hpl_efficiency_gets_its_own_floor_travelling_and_own(tmp_path):
+    assert references.floor_of('HplRun', 'efficiency_N7200', True) == 0.104
+    assert references.floor_of('HplRun', 'efficiency_N7200', False) == 0.104
+    assert references.floor_of('HplRun', 'panel_replay_over_cma', True) == \
+        references.W_MIN_PORTABLE                  # another figure of the test: the shared floor
+    assert references.floor_of('Su3Run', 'efficiency_N7200', True) == references.W_MIN_PORTABLE
+    assert references.floor_of('P2PStack', 'latency', False) == references.W_MIN
+    # derive() uses it: three runs within 1 % make HPL rows of -9.9 % / +11.0 %, the rest 15 %
+    reports = []
+    for i, v in enumerate([1.0, 1.005, 0.995]):
+        path = fake_report(tmp_path, f'r{i}.json', f's{i}', {'1x2': v})
+        report = json.loads(path.read_text())
+        tc = report['runs'][0]['testcases'][0]
+        tc['name'] = 'HplRun %grid=1x2'
+        tc['perfvalues'] = {'testbed-local:default:efficiency_N7200': [v, 0, None, None,
+                                                                      'ratio', 'pass'],
+                            'testbed-local:default:panel_replay_over_cma': [v, 0, None, None,
+                                                                           'ratio', 'pass']}
+        path.write_text(json.dumps(report))
+        reports.append(path)
+    rows, _ = references.derive(reports)
+    bands = {(r['machine'], r['variable']): (float(r['lower']), float(r['upper'])) for r in rows}
+    for machine in ('x86_64-2cpu-vm', 'm-1'):
+        assert bands[(machine, 'efficiency_N7200')] == (pytest.approx(math.exp(-0.104) - 1, abs=1e-4),
+                                                        pytest.approx(math.exp(0.104) - 1, abs=1e-4))
+        assert bands[(machine, 'panel_replay_over_cma')][1] == \
+            pytest.approx(math.exp(references.W_MIN_PORTABLE) - 1, abs=1e-4)
+    # a 1.2x slower computation at the shared floor's edge (0.87x) is caught by its own floor
+    assert 0.87 < 1 + bands[('x86_64-2cpu-vm', 'efficiency_N7200')][0] < 0.905
