@@ -502,8 +502,10 @@ def main(argv=None):
         prog='python3 -m testbed.references',
         description='Regenerate reference files from ReFrame run reports. value = median over '
                     'the reports; tolerance in log space = max(K x standard deviation of '
-                    'ln(value), 1.5 x the largest distance from the median, 0.15; 0.104 for '
-                    'HPL\'s efficiency; 0.05 for a machine\'s own rows of P2PStack), per '
+                    f'ln(value), 1.5 x the largest distance from the median, {W_MIN_PORTABLE}; '
+                    + ''.join(f'{w} for {test} {prefix}*; '
+                              for (test, prefix), w in FIGURE_FLOORS.items())
+                    + f'{W_MIN} for a machine\'s own rows of {", ".join(NARROW_FLOOR_TESTS)}), per '
                     'variable; a figure whose band would accept 2x is left out, and said.')
     sub = ap.add_subparsers(dest='cmd', required=True)
     default_dir = str(Path(__file__).resolve().parents[1] / 'references')
