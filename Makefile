@@ -49,9 +49,9 @@ spread:           ## run-to-run CV of the small-size latencies over REPORTS, or 
 	python3 -m testbed.spread $(or $(REPORTS),--archive $(or $(RUNS),3)) $(if $(SIZES),--sizes "$(SIZES)") \
 	    $(if $(STATISTIC),--statistic "$(STATISTIC)")
 
-slowdown:         ## prove the references bite: the p2p quick tests slowed by FACTOR (e.g. 1.2) [CALLS= SCOPE=job|run SENDS=after|before]
+slowdown:         ## prove the references bite: the p2p quick tests slowed by FACTOR (e.g. 1.2) [CALLS= SCOPE=job|run SENDS=after|before WAITS=block|poll]
 	$(if $(CALLS),TESTBED_INJECT_CALLS="$(CALLS)") $(if $(SCOPE),TESTBED_INJECT_SCOPE="$(SCOPE)") \
-	$(if $(SENDS),TESTBED_INJECT_SENDS="$(SENDS)") \
+	$(if $(SENDS),TESTBED_INJECT_SENDS="$(SENDS)") $(if $(WAITS),TESTBED_INJECT_WAITS="$(WAITS)") \
 	bash ci/slowdown.sh "$(FACTOR)" $(ARGS)
 
 sweep:            ## version sweep: install SERIES (mpich|openmpi|stack list) of site/versions.toml, run ARGS, table

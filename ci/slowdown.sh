@@ -6,7 +6,8 @@
 # TESTBED_INJECT_SCOPE=run slows the test's own launch and not the baselines its job measures
 # (with TESTBED_INJECT_CALLS=work,cblas_dgemm,dgemm_: an application's computation, for the
 # bite of its whole-run figures; docs/measurement.md). TESTBED_INJECT_SENDS=before pads the
-# sends before they run rather than after (apps/slowdown/README.md).
+# sends before they run rather than after; TESTBED_INJECT_WAITS=poll runs each blocking
+# point-to-point call as its nonblocking form and a loop of padded MPI_Test (apps/slowdown/README.md).
 # Default part: the quick pass's p2p tests; give reframe arguments to choose another
 # (e.g. -n 'P2PMatrix.*%mode=Send-Recv/complete.*%size_range=small' -p mpich-4_0).
 # Not through ci/suite.sh: that writes reframe/reports/last-quick.json, reframe/summary* and

@@ -15,6 +15,10 @@
  *                           leaves everything at full speed (a baseline in the job)
  *   TESTBED_SLOWDOWN_SENDS  "after" (default) or "before": where the sends
  *                           (MPI_Send, Ssend, Isend, Issend) are padded (below)
+ *   TESTBED_SLOWDOWN_WAITS  "block" (default) or "poll": a slowed blocking
+ *                           point-to-point call runs as it is, or as a loop of
+ *                           MPI_Test over its nonblocking form, each test padded
+ *                           (below)
  *
  * No link-time MPI dependency: the library is preloaded into launchers and
  * daemons too (mpiexec, hydra proxies, prterun, lamboot/lamd), which have no
@@ -55,6 +59,17 @@
  * the same function (its own time is known only when it returns; the first
  * call is not padded), so the message leaves later and the partner waits.
  *
+ * Waits as polls ("poll"): a blocking call's own time is mostly waiting for
+ * the partner, and a pad after it only moves that wait (su3_rmd's exchange on
+ * LAM with MPI_Ssend: 1.04-1.17x at f = 1.25 to 1.5). A slower library is
+ * slower in every step of its progress engine, on both ranks at once, while
+ * the message moves. So MPI_Send, Ssend and Recv become their nonblocking form
+ * and MPI_Wait and Waitall a loop of MPI_Test and Testall, and every test is
+ * padded by (f - 1) x its own time: a test does not wait for a partner, so its
+ * time is the library's work (matching, copying, acknowledging). The pads are
+ * published to the shared total once per blocking call, not per test (a
+ * cache line written by both ranks on every test would slow the loop itself).
+ *
  * "+Nns": the factor's two clock reads per call cost tens of ns, a large share
  * of a 0.2 us latency, so no factor slows a small message by only 5 %. The
  * fixed wait is a spin loop of a count calibrated once, at MPI_Init, on the
@@ -79,11 +94,13 @@ typedef intptr_t I;
 
 /* Every call the shim can slow; the index is its bit in `slowed`. */
 enum { SEND, SSEND, ISEND, ISSEND, RECV, IRECV, WAIT, WAITALL, ALLREDUCE,
-       REDUCE, BARRIER, BCAST, IPROBE, CBLAS_DGEMM, DGEMM, NCALLS, INIT = NCALLS };
-static const char *const names[NCALLS + 1] = {
+       REDUCE, BARRIER, BCAST, IPROBE, CBLAS_DGEMM, DGEMM, NCALLS, INIT = NCALLS,
+       TEST, TESTALL, NREAL };   /* after NCALLS: called, never slowed themselves */
+static const char *const names[NREAL] = {
     "MPI_Send", "MPI_Ssend", "MPI_Isend", "MPI_Issend", "MPI_Recv", "MPI_Irecv",
     "MPI_Wait", "MPI_Waitall", "MPI_Allreduce", "MPI_Reduce", "MPI_Barrier",
-    "MPI_Bcast", "MPI_Iprobe", "cblas_dgemm", "dgemm_", "MPI_Init",
+    "MPI_Bcast", "MPI_Iprobe", "cblas_dgemm", "dgemm_", "MPI_Init", "MPI_Test",
+    "MPI_Testall",
 };
 /* What p2p, su3_rmd and HPL spend their timed regions in. Not by default:
  * MPI_Barrier and MPI_Bcast (set-up and sample boundaries, outside the timed
@@ -96,12 +113,13 @@ static double extra;            /* f - 1; 0 when inactive */
 static long fixed_ns;           /* "+Nns": N; 0 in factor mode */
 static volatile uint64_t spins_per_call; /* fixed_ns as spin-loop turns, set at MPI_Init */
 static unsigned slowed;         /* bit i: names[i] is slowed */
-static void *real[NCALLS + 1];
+static void *real[NREAL];
 static __thread int depth;      /* a slowed call made inside a slowed call is not slowed again */
 static int slow_work;           /* "work" is in the list */
 static __thread int64_t last_exit; /* when the thread's last wrapped call returned; 0: none yet */
 static int sends_before;        /* TESTBED_SLOWDOWN_SENDS=before */
 static __thread int64_t last_own[NCALLS]; /* a call's own time, ns, at its last return */
+static int polls;               /* TESTBED_SLOWDOWN_WAITS=poll */
 
 static void bad(const char *var, const char *val, const char *why)
 {
@@ -142,6 +160,15 @@ __attribute__((constructor)) static void configure(void)
         if (strcmp(where, "before"))
             bad("TESTBED_SLOWDOWN_SENDS", where, "expected after (the default) or before");
         sends_before = 1;
+    }
+    const char *waits = getenv("TESTBED_SLOWDOWN_WAITS");
+    if (waits && *waits && strcmp(waits, "block")) {
+        if (strcmp(waits, "poll"))
+            bad("TESTBED_SLOWDOWN_WAITS", waits, "expected block (the default) or poll");
+        if (sends_before || fixed_ns)
+            bad("TESTBED_SLOWDOWN_WAITS", waits, "poll pads every test by the factor: it takes "
+                "neither a fixed wait nor TESTBED_SLOWDOWN_SENDS=before");
+        polls = 1;
     }
     const char *list = getenv("TESTBED_SLOWDOWN_CALLS");
     if (!list)
@@ -219,7 +246,7 @@ static int64_t others(void)
  * to the shared total when it ends, so a partner blocked on it sees it. */
 /* This process's own account, printed at exit (see account()): how many calls
  * it padded, their own time, and the wait it injected. */
-static int64_t n_padded, own_ns, injected_ns, work_ns, n_before;
+static int64_t n_padded, own_ns, injected_ns, work_ns, n_before, n_polls;
 
 /* Busy-waits (f - 1) x `own` ns from t1 (now). */
 static void wait_for(int64_t t1, int64_t own)
@@ -307,13 +334,16 @@ static void wait_fixed(void)
  * how many of the padded calls were sends padded before they ran. */
 static const char *notes(void)
 {
-    static char note[96];
+    static char note[128];
     note[0] = 0;
     if (slow_work)
         snprintf(note, sizeof note, " (work %lld ns)", (long long)work_ns);
     if (sends_before)
         snprintf(note + strlen(note), sizeof note - strlen(note), " (sends before: %lld)",
                  (long long)n_before);
+    if (polls)
+        snprintf(note + strlen(note), sizeof note - strlen(note), " (polls: %lld)",
+                 (long long)n_polls);
     return note;
 }
 
@@ -342,8 +372,67 @@ __attribute__((destructor)) static void account(void)
 
 #define ACTIVE(i) ((slowed >> (i)) & 1u && !depth)
 
-/* One wrapper for a call returning int; PARAMS names the arguments, ARGS passes them. */
-#define WRAP(i, name, PARAMS, ARGS)                                  \
+/* "poll" (see top): the pads of this thread's tests since its blocking call
+ * began, published to the shared total when the call returns. */
+static __thread int64_t poll_pending;
+
+/* Busy-waits (f - 1) x `own` ns from t1 (now), after one test or one
+ * nonblocking start inside a polled call. */
+static void poll_pad(int64_t t1, int64_t own)
+{
+    int64_t until = t1 + (int64_t)(extra * (double)own), t = t1;
+    while ((t = tb_now_ns()) < until)
+        ;
+    poll_pending += t - t1;
+    __atomic_add_fetch(&n_polls, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&n_padded, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&own_ns, own, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&injected_ns, t - t1, __ATOMIC_RELAXED);
+}
+
+/* MPI_Test on `req` (all = 0) or MPI_Testall on `count` of them (all = 1)
+ * until done, each test padded by (f - 1) x its own time. `count` is an int
+ * passed on as it came (the upper half of its register is not looked at). */
+static int poll_until_done(int all, I count, I req, I status)
+{
+    typedef int (*test_t)(I, I, I);
+    typedef int (*testall_t)(I, I, I, I);
+    int flag = 0, rc;
+    do {
+        int64_t t0 = tb_now_ns();
+        rc = !all ? ((test_t)resolve(TEST))(req, (I)&flag, status)
+                       : ((testall_t)resolve(TESTALL))(count, req, (I)&flag, status);
+        int64_t t1 = tb_now_ns();
+        poll_pad(t1, t1 - t0);
+    } while (!rc && !flag);
+    return rc;
+}
+
+/* A blocking point-to-point call as its nonblocking form `start` (whose last
+ * argument is the request) and a poll: MPI_Send, Ssend and Recv. */
+typedef int (*start_t)(I, I, I, I, I, I, I);
+static int poll_p2p(int start, I a, I b, I c, I d, I e, I f, I status)
+{
+    I req = 0, ignored[32] = {0};   /* big enough for any library's MPI_Status */
+    int64_t t0 = tb_now_ns();
+    int rc = ((start_t)resolve(start))(a, b, c, d, e, f, (I)&req);
+    int64_t t1 = tb_now_ns();
+    poll_pad(t1, t1 - t0);
+    return rc ? rc : poll_until_done(0, 0, (I)&req, status ? status : (I)ignored);
+}
+
+/* The end of a polled call: its pads join the shared total (see top). */
+static int polled(int rc)
+{
+    __atomic_add_fetch(shared_total(), poll_pending, __ATOMIC_RELAXED);
+    poll_pending = 0;
+    return rc;
+}
+
+/* One wrapper for a call returning int; PARAMS names the arguments, ARGS passes them.
+ * WRAP_POLLED: a blocking call that "poll" runs as POLL, an int expression (CAN: 1). */
+#define WRAP(i, name, PARAMS, ARGS) WRAP_POLLED(i, name, PARAMS, ARGS, 0, 0)
+#define WRAP_POLLED(i, name, PARAMS, ARGS, CAN, POLL)                \
     int name PARAMS                                                  \
     {                                                                \
         typedef int (*fn_t) PARAMS;                                  \
@@ -361,6 +450,12 @@ __attribute__((destructor)) static void account(void)
         }                                                            \
         int work = work_enter();                                     \
         depth++;                                                     \
+        if ((CAN) && slow && polls) {                                \
+            int rc = polled(POLL);                                   \
+            depth--;                                                 \
+            work_leave(work);                                        \
+            return rc;                                               \
+        }                                                            \
         int pre = slow && pads_before(i);                            \
         if (pre && last_own[i] > 0) {                                \
             wait_for(tb_now_ns(), last_own[i]);                      \
@@ -378,14 +473,17 @@ __attribute__((destructor)) static void account(void)
         return rc;                                                   \
     }
 
-WRAP(SEND, MPI_Send, (I a, I b, I c, I d, I e, I f), (a, b, c, d, e, f))
-WRAP(SSEND, MPI_Ssend, (I a, I b, I c, I d, I e, I f), (a, b, c, d, e, f))
+WRAP_POLLED(SEND, MPI_Send, (I a, I b, I c, I d, I e, I f), (a, b, c, d, e, f),
+            1, poll_p2p(ISEND, a, b, c, d, e, f, 0))
+WRAP_POLLED(SSEND, MPI_Ssend, (I a, I b, I c, I d, I e, I f), (a, b, c, d, e, f),
+            1, poll_p2p(ISSEND, a, b, c, d, e, f, 0))
 WRAP(ISEND, MPI_Isend, (I a, I b, I c, I d, I e, I f, I g), (a, b, c, d, e, f, g))
 WRAP(ISSEND, MPI_Issend, (I a, I b, I c, I d, I e, I f, I g), (a, b, c, d, e, f, g))
-WRAP(RECV, MPI_Recv, (I a, I b, I c, I d, I e, I f, I g), (a, b, c, d, e, f, g))
+WRAP_POLLED(RECV, MPI_Recv, (I a, I b, I c, I d, I e, I f, I g), (a, b, c, d, e, f, g),
+            1, poll_p2p(IRECV, a, b, c, d, e, f, g))
 WRAP(IRECV, MPI_Irecv, (I a, I b, I c, I d, I e, I f, I g), (a, b, c, d, e, f, g))
-WRAP(WAIT, MPI_Wait, (I a, I b), (a, b))
-WRAP(WAITALL, MPI_Waitall, (I a, I b, I c), (a, b, c))
+WRAP_POLLED(WAIT, MPI_Wait, (I a, I b), (a, b), 1, poll_until_done(0, 0, a, b))
+WRAP_POLLED(WAITALL, MPI_Waitall, (I a, I b, I c), (a, b, c), 1, poll_until_done(1, a, b, c))
 WRAP(ALLREDUCE, MPI_Allreduce, (I a, I b, I c, I d, I e, I f), (a, b, c, d, e, f))
 WRAP(REDUCE, MPI_Reduce, (I a, I b, I c, I d, I e, I f, I g), (a, b, c, d, e, f, g))
 WRAP(BARRIER, MPI_Barrier, (I a), (a))
@@ -446,9 +544,10 @@ int MPI_Init(I argc, I argv)
             fprintf(stderr, "slowdown: active fixed +%ldns on %s%s (pid %d)\n", fixed_ns, list,
                     sends_before ? ", sends padded before" : "", (int)getpid());
         else
-            fprintf(stderr, "slowdown: active factor %g on %s%s%s%s (pid %d)\n", extra + 1.0,
+            fprintf(stderr, "slowdown: active factor %g on %s%s%s%s%s (pid %d)\n", extra + 1.0,
                     list, *list && slow_work ? "," : "", slow_work ? "work" : "",
-                    sends_before ? ", sends padded before" : "", (int)getpid());
+                    sends_before ? ", sends padded before" : "",
+                    polls ? ", waits polled" : "", (int)getpid());
     }
     return rc;
 }

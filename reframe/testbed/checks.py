@@ -346,6 +346,10 @@ class StackLaunch(rfm.RegressionTestPlugin):
     #: where the sends are padded (TESTBED_INJECT_SENDS): 'after' the call (the shim's
     #: default) or 'before' it (the message leaves later; apps/slowdown/README.md)
     injected_sends = variable(str, value='')
+    #: how the blocking point-to-point calls are slowed (TESTBED_INJECT_WAITS): 'block', a pad
+    #: after the call (the shim's default), or 'poll', the call run as its nonblocking form and
+    #: a loop of MPI_Test, each test padded (a slower progress engine; apps/slowdown/README.md)
+    injected_waits = variable(str, value='')
 
     @run_before('run')
     def launch_with_stack(self):
@@ -557,12 +561,14 @@ class StackLaunch(rfm.RegressionTestPlugin):
             raise ReframeError(f'TESTBED_INJECT_SLOWDOWN: no shim at {lib} '
                                f'(build it: make -C apps/slowdown)')
         self.injected_calls = os.environ.get('TESTBED_INJECT_CALLS', '')
-        sends = os.environ.get('TESTBED_INJECT_SENDS', '')
-        if sends not in ('', 'after', 'before'):
-            raise ReframeError(f'TESTBED_INJECT_SENDS={sends!r}: expected after (the sends '
-                               f'padded after the call, the default) or before')
-        self.injected_sends = sends or 'after'
+        self.injected_sends = injection_choice(
+            'SENDS', ('after', 'before'), 'after (the sends padded after the call, the '
+            'default) or before')
+        self.injected_waits = injection_choice(
+            'WAITS', ('block', 'poll'), 'block (a pad after each blocking call, the default) '
+            'or poll')
         self.env_vars['TESTBED_SLOWDOWN_SENDS'] = self.injected_sends
+        self.env_vars['TESTBED_SLOWDOWN_WAITS'] = self.injected_waits
         self.env_vars.update({'LD_PRELOAD': shlex.quote(lib),
                               'TESTBED_SLOWDOWN': shlex.quote(factor)})
         if self.injected_calls:
@@ -575,6 +581,15 @@ class StackLaunch(rfm.RegressionTestPlugin):
             self.postrun_cmds += [
                 f'[ "$(grep -c "^slowdown: active" {self.job.stderr})" -ge {self.num_tasks} ] '
                 f'|| {{ echo "slowdown shim not active in every rank" >&2; exit 1; }}']
+
+
+def injection_choice(name, choices, expected):
+    """The shim setting TESTBED_INJECT_<name> from ReFrame's environment: one of `choices`,
+    the first when unset; anything else stops the run naming the variable."""
+    value = os.environ.get(f'TESTBED_INJECT_{name}', '')
+    if value and value not in choices:
+        raise ReframeError(f'TESTBED_INJECT_{name}={value!r}: expected {expected}')
+    return value or choices[0]
 
 
 class ReferenceLookup(rfm.RegressionTestPlugin):

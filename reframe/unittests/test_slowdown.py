@@ -60,6 +60,20 @@ ACCOUNT = re.compile(r'^slowdown: pid (\d+) padded (\d+) calls: own (\d+) ns, in
                      r'(?: \(work (\d+) ns\))?(?: \(sends before: (\d+)\))?$', re.M)
 
 
+def padded_fully(proc, account):
+    """Each of the two ranks' accounts (`account` matches pid, calls, own, injected, notes...):
+    it padded, by at least (f - 1) x its calls' own time at f = 2 (less a ns of rounding per
+    call); yields (calls, own ns, the notes)."""
+    accounts = account.findall(proc.stderr)
+    assert len(accounts) == 2, proc.stderr
+    for pid, calls, own, injected, *notes in accounts:
+        calls, own, injected = int(calls), int(own), int(injected)
+        assert calls > 0 and own > 0, proc.stderr
+        # The busy-wait ends at or after its deadline, truncated to whole ns once per call.
+        assert injected >= own - calls, f'pid {pid}: injected {injected} ns < own {own} ns'
+        yield calls, own, notes
+
+
 def test_factor_2_pads_every_rank_by_its_own_time(built):
     # No timing is asserted here (a timed test fails on a slow day): each rank's own account
     # must show it padded calls by at least (f - 1) x their own time. How much a figure then
@@ -67,14 +81,8 @@ def test_factor_2_pads_every_rank_by_its_own_time(built):
     proc = p2p(built, TESTBED_SLOWDOWN='2')
     assert proc.stderr.count('slowdown: active factor 2 on MPI_Send,') == 2, proc.stderr
     medians(proc)                                  # the run itself completed whole
-    accounts = ACCOUNT.findall(proc.stderr)
-    assert len(accounts) == 2, proc.stderr         # one per rank
-    for pid, calls, own, injected, work, before in accounts:
+    for calls, own, (work, before) in padded_fully(proc, ACCOUNT):     # one per rank
         assert not work and not before, proc.stderr    # not asked for
-        calls, own, injected = int(calls), int(own), int(injected)
-        assert calls > 0 and own > 0, proc.stderr
-        # The busy-wait ends at or after its deadline, truncated to whole ns once per call.
-        assert injected >= own - calls, f'pid {pid}: injected {injected} ns < own {own} ns'
 
 
 def test_work_pads_the_time_outside_the_calls_and_not_the_calls(built):
@@ -83,12 +91,8 @@ def test_work_pads_the_time_outside_the_calls_and_not_the_calls(built):
     proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='work')
     assert proc.stderr.count('slowdown: active factor 2 on work (pid') == 2, proc.stderr
     medians(proc)
-    accounts = ACCOUNT.findall(proc.stderr)
-    assert len(accounts) == 2, proc.stderr
-    for pid, calls, own, injected, work, _ in accounts:
-        calls, own, injected = int(calls), int(own), int(injected)
-        assert work and int(work) == own > 0, proc.stderr      # no call padded
-        assert injected >= own - calls, f'pid {pid}: injected {injected} ns < own {own} ns'
+    for calls, own, (work, _) in padded_fully(proc, ACCOUNT):
+        assert work and int(work) == own, proc.stderr      # no call padded
     proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='MPI_Send,work')
     assert proc.stderr.count('slowdown: active factor 2 on MPI_Send,work (pid') == 2, \
         proc.stderr
@@ -105,12 +109,8 @@ def test_sends_before_pads_the_sends_before_they_run(built):
     assert proc.stderr.count('slowdown: active factor 2 on MPI_Send, sends padded before') \
         == 2, proc.stderr
     medians(proc)
-    accounts = ACCOUNT.findall(proc.stderr)
-    assert len(accounts) == 2, proc.stderr
-    for pid, calls, own, injected, work, before in accounts:
-        calls, own, injected = int(calls), int(own), int(injected)
-        assert calls > 0 and before and int(before) == calls, proc.stderr  # only sends listed
-        assert injected >= own - calls, f'pid {pid}: injected {injected} ns < own {own} ns'
+    for calls, _, (work, before) in padded_fully(proc, ACCOUNT):
+        assert before and int(before) == calls, proc.stderr     # only sends listed
     proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='MPI_Send,MPI_Recv',
                TESTBED_SLOWDOWN_SENDS='before')
     medians(proc)
@@ -119,6 +119,25 @@ def test_sends_before_pads_the_sends_before_they_run(built):
     proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_SENDS='after')    # the default
     assert 'sends padded before' not in proc.stderr and ACCOUNT.search(proc.stderr), \
         proc.stderr
+
+
+POLLED = re.compile(r'^slowdown: pid (\d+) padded (\d+) calls: own (\d+) ns, injected (\d+) ns'
+                    r' \(polls: (\d+)\)$', re.M)
+
+
+def test_waits_polled_pad_every_test(built):
+    # TESTBED_SLOWDOWN_WAITS=poll: MPI_Send and MPI_Recv run as MPI_Isend/MPI_Irecv and a loop
+    # of MPI_Test, each start and each test padded on its own time; the ping-pong still
+    # delivers every payload (p2p checks them) and every rank pads at least twice per call.
+    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='MPI_Send,MPI_Recv',
+               TESTBED_SLOWDOWN_WAITS='poll')
+    assert proc.stderr.count('slowdown: active factor 2 on MPI_Send,MPI_Recv, waits polled') \
+        == 2, proc.stderr
+    medians(proc)
+    for calls, _, (polls,) in padded_fully(proc, POLLED):
+        assert int(polls) == calls, proc.stderr         # only Send and Recv listed: all polled
+    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_WAITS='block')     # the default
+    assert 'waits polled' not in proc.stderr and ACCOUNT.search(proc.stderr), proc.stderr
 
 
 def test_pause_file_leaves_a_process_that_starts_at_full_speed(built):
@@ -167,6 +186,12 @@ def test_inactive_shim_says_nothing(built):
      "'work' needs a factor, not a fixed wait"),
     ({'TESTBED_SLOWDOWN': '1.5', 'TESTBED_SLOWDOWN_SENDS': 'early'},
      "TESTBED_SLOWDOWN_SENDS='early': expected after (the default) or before"),
+    ({'TESTBED_SLOWDOWN': '1.5', 'TESTBED_SLOWDOWN_WAITS': 'spin'},
+     "TESTBED_SLOWDOWN_WAITS='spin': expected block (the default) or poll"),
+    ({'TESTBED_SLOWDOWN': '+50ns', 'TESTBED_SLOWDOWN_WAITS': 'poll'},
+     "poll pads every test by the factor"),
+    ({'TESTBED_SLOWDOWN': '1.5', 'TESTBED_SLOWDOWN_WAITS': 'poll',
+      'TESTBED_SLOWDOWN_SENDS': 'before'}, "TESTBED_SLOWDOWN_WAITS='poll': poll pads"),
 ])
 def test_bad_setting_stops_the_job_naming_the_variable(built, env, message):
     proc = p2p(built, **env)
