@@ -3,6 +3,7 @@
 Each starts ReFrame as a user would and checks what it says for bad input, that a failing
 stack does not stop the others, and that no daemon or launcher survives a failed run."""
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from testbed import procs, registry
+from testbed.checks import records
 
 REPO = registry.REPO
 QUICK = ['-n', 'P2PMatrix.*%mode=Send-Recv/complete.*%size_range=small',
@@ -207,6 +209,14 @@ def test_su3_speedup_busy_runs_the_case_again_after_its_second_baseline(workdir)
         assert 'SU3-END {' in (out / name).read_text(), name
     script = (out / 'rfm_job.sh').read_text()
     assert script.index('> alone_after.out') < script.index('> run_again.out')
+    # the exchange over the kernel copy: the lower of the two launches' figures
+    def over_cma(name):
+        logs = [math.log(g['exchange_min_s'] / g['cma_exchange_min_s'])
+                for g in records(out / name, 'SU3-GATHER')]
+        return math.exp(sum(logs) / len(logs))
+    (figure,) = (v[0] for k, v in tc['perfvalues'].items() if k.endswith(':exchange_over_cma'))
+    assert figure == pytest.approx(min(over_cma('rfm_job.out'), over_cma('run_again.out')),
+                                   rel=1e-12)
 
 
 def test_su3_run_that_only_reports_lists_its_portable_figures(workdir):
