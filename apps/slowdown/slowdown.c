@@ -248,18 +248,24 @@ static int64_t others(void)
  * it padded, their own time, and the wait it injected. */
 static int64_t n_padded, own_ns, injected_ns, work_ns, n_before, n_polls;
 
-/* Busy-waits (f - 1) x `own` ns from t1 (now). */
-static void wait_for(int64_t t1, int64_t own)
+/* Busy-waits (f - 1) x `own` ns from t1 (now) and counts it in the account;
+ * returns the ns waited. */
+static int64_t spin_pad(int64_t t1, int64_t own)
 {
-    if (own <= 0)
-        return;
     int64_t until = t1 + (int64_t)(extra * (double)own), t;
     while ((t = tb_now_ns()) < until)
         ;
-    __atomic_add_fetch(shared_total(), t - t1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&n_padded, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&own_ns, own, __ATOMIC_RELAXED);
     __atomic_add_fetch(&injected_ns, t - t1, __ATOMIC_RELAXED);
+    return t - t1;
+}
+
+/* spin_pad, the wait added to the shared total at once. */
+static void wait_for(int64_t t1, int64_t own)
+{
+    if (own > 0)
+        __atomic_add_fetch(shared_total(), spin_pad(t1, own), __ATOMIC_RELAXED);
 }
 
 /* After a slowed call that began at t0, when the others' total was `before`. */
@@ -376,18 +382,12 @@ __attribute__((destructor)) static void account(void)
  * began, published to the shared total when the call returns. */
 static __thread int64_t poll_pending;
 
-/* Busy-waits (f - 1) x `own` ns from t1 (now), after one test or one
- * nonblocking start inside a polled call. */
+/* spin_pad after one test or one nonblocking start inside a polled call, the
+ * wait kept for polled() to publish. */
 static void poll_pad(int64_t t1, int64_t own)
 {
-    int64_t until = t1 + (int64_t)(extra * (double)own), t = t1;
-    while ((t = tb_now_ns()) < until)
-        ;
-    poll_pending += t - t1;
+    poll_pending += spin_pad(t1, own);
     __atomic_add_fetch(&n_polls, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&n_padded, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&own_ns, own, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&injected_ns, t - t1, __ATOMIC_RELAXED);
 }
 
 /* MPI_Test on `req` (all = 0) or MPI_Testall on `count` of them (all = 1)

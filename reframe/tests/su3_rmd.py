@@ -172,15 +172,8 @@ class Su3Base(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     def trajs(self, name=None):
         return records(os.path.join(self.stagedir, name or self.stdout.evaluate()), 'SU3-TRAJ')
 
-    def gather_records(self):
-        """The SU3-GATHER records of each launch of the run: the run's, and the run again's
-        where it ran (busy_baseline; Su3Run only; a run again that left no output is
-        _alone_same's to report)."""
-        names = [self.stdout.evaluate()]
-        if getattr(self, 'busy_baseline', False) and \
-                os.path.exists(os.path.join(self.stagedir, 'run_again.out')):
-            names.append('run_again.out')
-        return [records(os.path.join(self.stagedir, name), 'SU3-GATHER') for name in names]
+    def gathers(self, name=None):
+        return records(os.path.join(self.stagedir, name or self.stdout.evaluate()), 'SU3-GATHER')
 
 
 @rfm.simple_test
@@ -258,12 +251,21 @@ class Su3Run(Su3Base):
         reported only, as in the README's quick pass: -S Su3Run.report_only=speedup_busy,...)."""
         return self.assert_performance and 'speedup_busy' not in self.report_only
 
+    def gather_records(self):
+        """The SU3-GATHER records of each launch of the run: the run's, and the run again's
+        where it ran (busy_baseline; a run again that left no output is _alone_same's to
+        report)."""
+        launches = [self.gathers()]
+        if self.busy_baseline and os.path.exists(os.path.join(self.stagedir, 'run_again.out')):
+            launches.append(self.gathers('run_again.out'))
+        return launches
+
     @run_before('performance')
     def drop_busy_speedup(self):
         if not self.busy_baseline:     # no --alone baseline ran
             self.perf_variables.pop('speedup_busy', None)
         for way in ('shm', 'cma'):      # no exchange through shm or the kernel ran
-            if over_shm(self.gather_records()[0], way) is None:
+            if over_shm(self.gathers(), way) is None:
                 self.perf_variables.pop(f'exchange_over_{way}', None)
 
     @sanity_function
@@ -287,8 +289,7 @@ class Su3Run(Su3Base):
 
     @sn.deferrable
     def _kernel_copy(self):
-        out = os.path.join(self.stagedir, self.stdout.evaluate())
-        return kernel_copy_problem(self.reference, records(out, 'SU3-GATHER')) or True
+        return kernel_copy_problem(self.reference, self.gathers()) or True
 
     @sn.deferrable
     def _placement(self):
@@ -383,8 +384,7 @@ class Su3Run(Su3Base):
         only (since 2026-11-26): its lower quartile also holds the wait for a partner still
         computing, which doubled for hours on the Xeon VM with memcpy and every library
         unchanged (docs/measurement.md); exchange_over_memcpy is the same calls without it."""
-        out = os.path.join(self.stagedir, self.stdout.evaluate())
-        return sn.defer(over_memcpy(records(out, 'SU3-GATHER')))
+        return sn.defer(over_memcpy(self.gathers()))
 
     @performance_function('ratio')
     def exchange_over_memcpy(self):
@@ -399,8 +399,7 @@ class Su3Run(Su3Base):
         geometric mean over the sizes (over_memcpy above). The gathers inside the run also
         wait for a partner still computing, and that wait moved with the machine's state
         (docs/measurement.md); this does not hold it."""
-        out = os.path.join(self.stagedir, self.stdout.evaluate())
-        return sn.defer(over_memcpy(records(out, 'SU3-GATHER'), 'exchange_min_s'))
+        return sn.defer(over_memcpy(self.gathers(), 'exchange_min_s'))
 
     @performance_function('ratio')
     def exchange_over_shm(self):
@@ -410,8 +409,7 @@ class Su3Run(Su3Base):
         mean over the sizes. Reported only, to find out whether a baseline between the cores
         follows the state of the machine that moved the exchanges of every stack at once while
         memcpy within a core stayed (docs/measurement.md). Two ranks on one host only."""
-        out = os.path.join(self.stagedir, self.stdout.evaluate())
-        return sn.defer(over_shm(records(out, 'SU3-GATHER')))
+        return sn.defer(over_shm(self.gathers()))
 
     @performance_function('ratio')
     def exchange_over_cma(self):
