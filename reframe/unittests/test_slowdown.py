@@ -74,13 +74,20 @@ def padded_fully(proc, account):
         yield calls, own, notes
 
 
+def active(built, banner, **env):
+    """p2p run with the shim set by `env`: both ranks said `slowdown: active <banner>` and the
+    run completed whole (every payload checked); returns the process."""
+    proc = p2p(built, **env)
+    assert proc.stderr.count(f'slowdown: active {banner}') == 2, proc.stderr
+    medians(proc)
+    return proc
+
+
 def test_factor_2_pads_every_rank_by_its_own_time(built):
     # No timing is asserted here (a timed test fails on a slow day): each rank's own account
     # must show it padded calls by at least (f - 1) x their own time. How much a figure then
     # slows is measured, not tested: ci/slowdown.sh and apps/slowdown/README.md.
-    proc = p2p(built, TESTBED_SLOWDOWN='2')
-    assert proc.stderr.count('slowdown: active factor 2 on MPI_Send,') == 2, proc.stderr
-    medians(proc)                                  # the run itself completed whole
+    proc = active(built, 'factor 2 on MPI_Send,', TESTBED_SLOWDOWN='2')
     for calls, own, (work, before) in padded_fully(proc, ACCOUNT):     # one per rank
         assert not work and not before, proc.stderr    # not asked for
 
@@ -88,15 +95,12 @@ def test_factor_2_pads_every_rank_by_its_own_time(built):
 def test_work_pads_the_time_outside_the_calls_and_not_the_calls(built):
     # TESTBED_INJECT_SCOPE=run's whole-run slowdown: each rank pads its own work, the time
     # outside every call the shim wraps, and with no call listed nothing else.
-    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='work')
-    assert proc.stderr.count('slowdown: active factor 2 on work (pid') == 2, proc.stderr
-    medians(proc)
+    proc = active(built, 'factor 2 on work (pid', TESTBED_SLOWDOWN='2',
+                  TESTBED_SLOWDOWN_CALLS='work')
     for calls, own, (work, _) in padded_fully(proc, ACCOUNT):
         assert work and int(work) == own, proc.stderr      # no call padded
-    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='MPI_Send,work')
-    assert proc.stderr.count('slowdown: active factor 2 on MPI_Send,work (pid') == 2, \
-        proc.stderr
-    medians(proc)
+    proc = active(built, 'factor 2 on MPI_Send,work (pid', TESTBED_SLOWDOWN='2',
+                  TESTBED_SLOWDOWN_CALLS='MPI_Send,work')
     for pid, calls, own, injected, work, _ in ACCOUNT.findall(proc.stderr):
         assert 0 < int(work) < int(own), proc.stderr            # and the sends
 
@@ -104,11 +108,8 @@ def test_work_pads_the_time_outside_the_calls_and_not_the_calls(built):
 def test_sends_before_pads_the_sends_before_they_run(built):
     # TESTBED_SLOWDOWN_SENDS=before: a send waits before the real call, on the own time of the
     # same call's previous run (the first is not padded); the receives are still padded after.
-    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='MPI_Send',
-               TESTBED_SLOWDOWN_SENDS='before')
-    assert proc.stderr.count('slowdown: active factor 2 on MPI_Send, sends padded before') \
-        == 2, proc.stderr
-    medians(proc)
+    proc = active(built, 'factor 2 on MPI_Send, sends padded before', TESTBED_SLOWDOWN='2',
+                  TESTBED_SLOWDOWN_CALLS='MPI_Send', TESTBED_SLOWDOWN_SENDS='before')
     for calls, _, (work, before) in padded_fully(proc, ACCOUNT):
         assert before and int(before) == calls, proc.stderr     # only sends listed
     proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='MPI_Send,MPI_Recv',
@@ -129,11 +130,8 @@ def test_waits_polled_pad_every_test(built):
     # TESTBED_SLOWDOWN_WAITS=poll: MPI_Send and MPI_Recv run as MPI_Isend/MPI_Irecv and a loop
     # of MPI_Test, each start and each test padded on its own time; the ping-pong still
     # delivers every payload (p2p checks them) and every rank pads at least twice per call.
-    proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_CALLS='MPI_Send,MPI_Recv',
-               TESTBED_SLOWDOWN_WAITS='poll')
-    assert proc.stderr.count('slowdown: active factor 2 on MPI_Send,MPI_Recv, waits polled') \
-        == 2, proc.stderr
-    medians(proc)
+    proc = active(built, 'factor 2 on MPI_Send,MPI_Recv, waits polled', TESTBED_SLOWDOWN='2',
+                  TESTBED_SLOWDOWN_CALLS='MPI_Send,MPI_Recv', TESTBED_SLOWDOWN_WAITS='poll')
     for calls, _, (polls,) in padded_fully(proc, POLLED):
         assert int(polls) == calls, proc.stderr         # only Send and Recv listed: all polled
     proc = p2p(built, TESTBED_SLOWDOWN='2', TESTBED_SLOWDOWN_WAITS='block')     # the default
