@@ -96,7 +96,8 @@ KNOWN = {
     ]),
 }
 
-# A stack not listed above gets its family's Spack package and plain choices, marked as such.
+# A stack not listed above and without configure flags gets its family's plain choices (the
+# package of a stack with flags comes from the registry's table spack_variants.<family>).
 FAMILY = {
     'mpich': ('mpich', ['device=ch4', 'netmod=ofi']),
     'openmpi': ('openmpi', ['fabrics=none', 'schedulers=slurm']),
@@ -107,52 +108,50 @@ FAMILY = {
 }
 
 
-# A source build's configure flags as variants of its family's package (Spack 1.1 builtin mpich;
-# the project's lam-mpi recipe): flag -> variants. A flag with no variant is kept as a comment.
-FLAG_VARIANTS = {
-    'mpich': {'--with-device=ch3:sock': 'device=ch3:sock netmod=tcp',   # else libfabric comes in
-              '--disable-fortran': '~fortran', '--disable-romio': '~romio'},
-    'lam': {'--with-rsh=ssh -x': 'rsh=ssh', '--enable-shared': '+shared',
-            '--disable-static': '', '--without-fc': '~fortran', '--without-romio': '~romio',
-            **{f'--with-rpi={r}': f'rpi={r}' for r in ('usysv', 'sysv', 'tcp', 'lamd')}},
-}
+def flag_choices(reg, stack):
+    """(package, [(variants, the configure flag they mirror)]) from the registry's table
+    spack_variants.<family>: a flag the package has no variant for is named, never dropped."""
+    package, flags = reg.spack_flags(stack)
+    return package, [(variants, flag) if variants else
+                     ('(no variant)', f'{flag}: {package} has none, so the build Spack makes may '
+                                      f'differ there ({reason})')
+                     for flag, variants, reason in flags]
 
 
-def flag_choices(stack):
-    """[(variants, the configure flag they mirror)] for a stack with configure flags."""
-    table = FLAG_VARIANTS.get(stack.family, {})
-    return [(table[f], f'{f} (the registry\'s configure flag)') if table.get(f) else
-            ('(left)' if f not in table else '(none)',
-             f'{f}: ' + ('no variant of the Spack package says it' if f not in table else
-                         'the Spack build\'s default'))
-            for f in stack.configure]
-
-
-def stack_spec(stack):
+def stack_spec(reg, stack):
     """(spec, [(variant, why)], where the choices come from) for one stack."""
+    version = stack_version(stack)
     if stack.configure and stack.name not in KNOWN:
-        package = FAMILY[stack.family][0]
-        choices = flag_choices(stack)
+        package, choices = flag_choices(reg, stack)
         variants = ' '.join(v for v, _ in choices if not v.startswith('('))
-        version = stack.version or stack.name.rsplit('-', 1)[-1]
         return f'{pin(package, version)} {variants}'.strip(), choices, \
-            f'{stack.origin} build, site/stacks.toml'
+            f'a configure flag by site/stacks.toml\'s spack_variants.{stack.family}'
     if stack.name in KNOWN:
-        package, version, source, choices = KNOWN[stack.name]
+        package, _, source, choices = KNOWN[stack.name]
         variants = ' '.join(v for v, _ in choices if not v.startswith(('^', '(')))
         deps = ' '.join(v for v, _ in choices if v.startswith('^'))
         return ' '.join(filter(None, [pin(package, version), variants, deps])), choices, source
     if stack.origin == 'spack':          # the registry already holds a Spack spec: keep it
         return stack.packages[0], [], None
     package, variants = FAMILY[stack.family]
-    # the pinned wheel's version; for a Debian stack only the name's (not the package's)
-    pins = [p.split('==', 1)[1] for p in stack.packages if '==' in p]
-    version = pins[0] if pins else stack.name.rsplit('-', 1)[-1]
     if stack.family == 'openmpi' and version.startswith('4'):
         variants = [*variants, '+legacylaunchers']        # else mpirun is a stub on 4.x
     if stack.family == 'mvapich2' and stack.srun_mpi:
         variants = [*variants, 'process_managers=slurm']
     return ' '.join([pin(package, version), *variants]), [], None
+
+
+def stack_version(stack):
+    """The library's version as its Spack environment pins it and its image's labels say."""
+    if stack.name in KNOWN:
+        return KNOWN[stack.name][1]
+    if stack.configure:
+        return stack.version or stack.name.rsplit('-', 1)[-1]
+    if stack.origin == 'spack':
+        return stack.packages[0].split()[0].split('@', 1)[-1].lstrip('=')
+    # the pinned wheel's version; for a Debian stack only the name's (not the package's)
+    pins = [p.split('==', 1)[1] for p in stack.packages if '==' in p]
+    return pins[0] if pins else stack.name.rsplit('-', 1)[-1]
 
 
 def comment(variant, why):
@@ -164,10 +163,6 @@ def comment(variant, why):
 def pin(package, version):
     """One exact version: @= (not @, a range that 4.0.2.1 would also satisfy)."""
     return f'{package}@={version}'
-
-
-def stack_version(stack):
-    return stack_spec(stack)[0].split()[0].split('@', 1)[-1].lstrip('=')
 
 
 def origin_text(stack):
@@ -210,16 +205,25 @@ def apps_specs(stack, mpi_spec):
     return lines
 
 
-def spack_yaml(stack):
-    spec, choices, source = stack_spec(stack)
+def on_path(stack):
+    """What the environment's view brings onto PATH, in words."""
+    if stack.family == 'pvm':
+        return 'PVM and the testbed\'s PVM programs'
+    hpl = '' if 'no-hpl' in stack.features else ', xhpl'
+    return f'the MPI\'s compiler wrapper and launcher, the testbed\'s programs{hpl}'
+
+
+def spack_yaml(reg, stack):
+    spec, choices, source = stack_spec(reg, stack)
     lines = [
         f'# {HEADER}.',
         f'# Stack {stack.name}: family {stack.family}, on the embedded default from '
         f'{origin_text(stack)}.',
         '# For a cluster with Spack 1.1 (builtin packages v2025.11.0), with which it was',
-        '# concretized offline, or failed to, as docs/spack-and-containers.md says; never',
-        '# installed here:',
-        f'#   spack env activate spack-envs/{stack.name} && spack concretize && spack install',
+        '# concretized offline as docs/spack-and-containers.md says; never installed here:',
+        f'#   spack env activate -d spack-envs/{stack.name} && spack concretize && spack install',
+        '# after which activating it puts the view\'s bin/ on PATH:',
+        f'# {on_path(stack)}.',
         'spack:',
         '  specs:',
         f'  # Variants, each from {source}:' if source else
@@ -227,7 +231,10 @@ def spack_yaml(stack):
         *[line for v, why in choices for line in comment(v, why)],
         f'  - {spec}',
         *apps_specs(stack, spec),
-        '  view: false                # the ReFrame environment points at the prefix itself',
+        '  view:                      # spack env activate prepends <root>/bin to PATH',
+        '    default:',
+        '      root: .spack-env/view  # in this environment\'s folder: no two stacks share a view',
+        '      link: roots            # the specs above, not every dependency\'s programs',
         '  concretizer:',
         '    unify: true              # one MPI per environment: nothing links a second one',
         '  repos:                     # the testbed\'s recipes: mpi-testbed-apps, lam-mpi',
@@ -394,16 +401,16 @@ def expected(reg):
     """Every generated file: path relative to the repository -> content."""
     files = {'containers/base/Containerfile': base_containerfile()}
     for stack in reg.stacks.values():
-        files[f'spack-envs/{stack.name}/spack.yaml'] = spack_yaml(stack)
+        files[f'spack-envs/{stack.name}/spack.yaml'] = spack_yaml(reg, stack)
         files[f'containers/{stack.name}/Containerfile'] = containerfile(stack)
         files[f'containers/{stack.name}/apptainer.def'] = apptainer_def(stack)
     return files
 
 
-def problems(reg, root):
+def problems(reg, root, files=None):
     """Messages for every missing, stale or orphaned file under `root`; empty when current."""
     found, regfile = [], reg.path
-    for rel, text in expected(reg).items():
+    for rel, text in (files or expected(reg)).items():
         path = root / rel
         if not path.is_file():
             found.append(f'missing: {rel} (for {regfile}; run make generate)')
@@ -433,18 +440,19 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         reg = load(args.registry)
+        files = expected(reg)      # a configure flag missing from the registry's table stops here
     except registry.RegistryError as err:
         print(f'error: {err}', file=sys.stderr)
         return 2
     root = Path(args.root)
     if not args.check:
-        for rel, text in expected(reg).items():
+        for rel, text in files.items():
             path = root / rel
             if not path.is_file() or path.read_text() != text:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
                 print(f'wrote {rel}')
-    found = problems(reg, root)
+    found = problems(reg, root, files)
     for message in found:
         print(message, file=sys.stderr)
     if found:

@@ -358,11 +358,67 @@ def _stack(path, name, raw, prefix_root):
 
 
 @dataclass(frozen=True)
+class SpackVariants:
+    """[spack_variants.FAMILY]: the family's Spack package and, for each configure flag a stack
+    may declare, its variants ('~romio') or, where the package has none, why ('', reason)."""
+    package: str
+    flags: dict          # flag -> (variants, reason when there is no variant)
+
+
+def _spack_variants(path, raw):
+    if not isinstance(raw, dict):
+        _fail(path, 'spack_variants', f'expected a table of families, got {raw!r}')
+    tables = {}
+    for family, entry in raw.items():
+        where = f'spack_variants.{family}'
+        if family not in FAMILIES:
+            _fail(path, where, f'{family!r} is not one of {", ".join(sorted(FAMILIES))}')
+        if not isinstance(entry, dict) or set(entry) - {'package', 'flags'}:
+            _fail(path, where, 'expected a table with package and flags')
+        flags = entry.get('flags', {})
+        if not isinstance(flags, dict):
+            _fail(path, f'{where}.flags', f'expected a table of flags, got {flags!r}')
+        table = {}
+        for flag, value in flags.items():
+            fwhere = f'{where}.flags."{flag}"'
+            if isinstance(value, str) and value:
+                table[flag] = (_text(path, fwhere, value), '')
+            elif isinstance(value, dict) and set(value) == {'none'}:
+                table[flag] = ('', _str(path, f'{fwhere}.none', value['none']))
+            else:
+                _fail(path, fwhere, f'expected the variants ("~romio") or {{ none = "why the '
+                      f'package has no variant for it" }}, got {value!r}')
+        tables[family] = SpackVariants(_str(path, f'{where}.package', entry.get('package')),
+                                       table)
+    return tables
+
+
+@dataclass(frozen=True)
 class Registry:
     path: Path
     stacks: dict
     run_as: str
     prefix_root: str
+    spack_variants: dict = field(default_factory=dict)   # family -> SpackVariants
+
+    def spack_flags(self, stack):
+        """(the family's Spack package, [(flag, variants, reason)]) for the stack's configure
+        flags, in order; a flag its family's table lacks is an error saying where to add it."""
+        table = self.spack_variants.get(stack.family)
+        if table is None:
+            raise RegistryError(
+                f'{self.path}: stacks.{stack.name}.configure: family {stack.family!r} has no '
+                f'[spack_variants.{stack.family}] table (add one: package = "<its Spack '
+                'package>" and a flags table)')
+        found = []
+        for i, flag in enumerate(stack.configure):
+            if flag not in table.flags:
+                raise RegistryError(
+                    f'{self.path}: stacks.{stack.name}.configure[{i}]: {flag!r} is not in '
+                    f'spack_variants.{stack.family}.flags (add "{flag}" = "<variants of '
+                    f'{table.package}>" there, or {{ none = "<why>" }} if it has none)')
+            found.append((flag, *table.flags[flag]))
+        return table.package, found
 
     def by_environ(self, environ):
         for stack in self.stacks.values():
@@ -402,4 +458,5 @@ def load(path=None):
     if not isinstance(stacks_raw, dict) or not stacks_raw:
         _fail(path, 'stacks', 'no [stacks.NAME] entries')
     stacks = {name: _stack(path, name, entry, prefix_root) for name, entry in stacks_raw.items()}
-    return Registry(path, stacks, run_as, prefix_root)
+    return Registry(path, stacks, run_as, prefix_root,
+                    _spack_variants(path, raw.get('spack_variants', {})))

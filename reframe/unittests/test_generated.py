@@ -96,7 +96,7 @@ def test_spack_environments_parse_and_pin_the_shared_choices():
         # one MPI per environment, then the testbed's programs (and HPL) built against it
         assert [s.split()[0].split('@')[0] for s in env['specs'][1:]] in (
             ['mpi-testbed-apps'], ['mpi-testbed-apps', 'hpl']), path
-        assert env['view'] is False and env['concretizer']['unify'] is True, path
+        assert env['view']['default']['root'] and env['concretizer']['unify'] is True, path
         # the library pinned to exactly one version (@=), never a range (@4.0.2 takes 4.0.2.1)
         assert '@=' in env['specs'][0].split()[0], path
         assert env['packages']['all']['require'] == ['target=x86_64_v3'], path

@@ -40,6 +40,7 @@ class LamMpi(AutotoolsPackage):
     variant("romio", default=True, description="Build ROMIO (MPI-IO)")
     variant("fortran", default=True, description="Build the Fortran bindings")
     variant("shared", default=True, description="Shared libraries (as Debian ships them)")
+    variant("static", default=True, description="Static libraries too (as Debian ships them)")
 
     provides("mpi@:1.2")  # mpi.h: MPI_VERSION 1, MPI_SUBVERSION 2
 
@@ -62,6 +63,7 @@ class LamMpi(AutotoolsPackage):
             f"--with-rsh={agent}",
         ]
         args += self.enable_or_disable("shared")
+        args += self.enable_or_disable("static")
         if spec.satisfies("+romio"):
             # ROMIO's build fails with today's ar ("ar: close.o: file format not recognized",
             # Debian bug #997125) unless configured with -ar_nolocal, as Debian's lam 7.1.4-7.
