@@ -29,7 +29,8 @@
 #                         size range (PVM's matrix too).
 # Each profile brings the cluster up and takes it down again (also on error or interrupt), then
 # site/cluster/profile_check.py prints MPI as a percentage of raw TCP and asserts that the
-# shaped profile's added latency shows. Reports: reframe/reports/cluster-<profile>.json.
+# shaped profile's added latency shows. Reports: reframe/reports/cluster-<profile>.json, and all of
+# one run's in reframe/archive/<time>-cluster-<quick|full>-<session>/ (testbed/archive.py).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 TESTBED_REPO=$repo . "$repo/site/env.sh"
@@ -107,5 +108,12 @@ run_profile 10gige 9000 -n "$sendrecv=quick"
 echo "== link profiles: MPI against raw TCP, shaped latency"
 python3 "$repo/site/cluster/profile_check.py" "${reports[@]}" \
     ${startup_report:+--startup "$startup_report"} --out "$repo/reframe/summary-cluster.md" || rc=1
+# kept with the machine record beside the quick pass's runs, so every figure traces to its run
+existing=()
+for r in "${reports[@]}" ${startup_report:+"$startup_report"}; do [ -f "$r" ] && existing+=("$r"); done
+if [ ${#existing[@]} -gt 0 ]; then
+    python3 -m testbed.archive --profile "cluster-$profile" --summary "$repo/reframe/summary-cluster" \
+        "${existing[@]}" || rc=1
+fi
 python3 -m testbed.procs --check --cleanup || rc=1
 exit $rc

@@ -69,6 +69,9 @@ reframe -c tests -r --exec-policy=serial --keep-stage-files "${args[@]}" \
     --session-extras "$extras" --report-file "$report" "$@"
 rc=$?
 python3 -m testbed.summary "$report" --out "$repo/reframe/summary" || rc=1
-python3 -m testbed.archive "$report" "$repo/reframe/summary" --profile "$profile" || rc=1
+echo "== the studies' directions (asserted on any machine: testbed/directions.py)"
+python3 -m testbed.directions "$report" || rc=1
+python3 -m testbed.archive --profile "$profile" --summary "$repo/reframe/summary" "$report" \
+    || rc=1
 python3 -m testbed.procs --check --cleanup || rc=1
 exit $rc

@@ -38,7 +38,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from testbed.archive import ARCHIVE
+from testbed.archive import ARCHIVE, runs_of
 from testbed.compare import CompareError, figures_cases, load, positive_samples
 from testbed.peer_table import STEADY
 
@@ -144,7 +144,7 @@ def render(rows, names, stat='median'):
 
 def newest_archived(count, archive=ARCHIVE, profile='quick'):
     """The report.json of the newest `count` archived runs of a profile, oldest first."""
-    runs = sorted(p for p in Path(archive).glob(f'*-{profile}-*') if (p / 'report.json').exists())
+    runs = [p for p in runs_of(profile, archive) if (p / 'report.json').exists()]
     if len(runs) < count:
         raise CompareError(f'{archive}: {len(runs)} archived {profile} runs, {count} asked for '
                            f'(each `make test` archives one)')

@@ -44,6 +44,26 @@ def test_archive_keeps_the_newest_runs(tmp_path):
     assert sorted(p.name for p in store.iterdir()) == sorted(kept)[-2:]
 
 
+def test_archive_keeps_a_run_of_several_reports_and_prunes_by_profile(tmp_path):
+    """The emulated cluster's run writes a report per link profile: one folder keeps them all;
+    its runs are pruned apart from the quick pass's ('quick' is not 'cluster-quick')."""
+    reports = []
+    for name in ('cluster-native-mtu1500.json', 'cluster-gige-mtu1500.json'):
+        reports.append(tmp_path / name)
+        reports[-1].write_text(json.dumps({'session_info': {'uuid': f'{name[8:12]}-uuid'}}))
+    store = tmp_path / 'archive'
+    quick = tmp_path / 'quick.json'
+    quick.write_text(json.dumps({'session_info': {'uuid': 'abcdefgh-uuid'}}))
+    archive.store(quick, tmp_path / 'none', 'quick', archive=store, keep=1)
+    for _ in range(2):
+        folder = archive.store(reports, tmp_path / 'none', 'cluster-quick', archive=store, keep=1)
+    assert {p.name for p in folder.iterdir()} == {
+        'report.json', 'cluster-native-mtu1500.json', 'cluster-gige-mtu1500.json', 'machine.json'}
+    assert [len(archive.runs_of(p, store)) for p in ('quick', 'cluster-quick')] == [1, 1]
+    assert archive.main(['--profile', 'x', '--summary', str(tmp_path / 's'),
+                         str(tmp_path / 'missing.json')]) == 2
+
+
 def test_archive_setting_is_checked(monkeypatch):
     monkeypatch.setenv('TESTBED_ARCHIVE_KEEP', 'all')
     with pytest.raises(ValueError, match="TESTBED_ARCHIVE_KEEP: 'all'"):

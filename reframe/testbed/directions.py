@@ -1,0 +1,178 @@
+"""The directions of the studies' findings, asserted on any machine from one run's report.
+
+A reference says how fast a figure is on one kind of machine; a direction says which of two
+figures is the faster, which the studies found and which holds wherever the two are measured
+on the same machine (shared/seeds): it needs no row, so a machine without any asserts it.
+Each rule compares two figures of one run, a factor of TOLERANCE either way being noise:
+
+- sync-8B (Kearns, section 4.3): at 8 bytes a synchronous send (Ssend, Issend) is no faster
+  than a standard one (Send, Isend): it waits for the matching receive. Over the median of the
+  six modes of each kind, on the stacks whose transport in one host is shared memory (over
+  loopback TCP a socket's wake-up dwarfs the handshake: 0.95x on ch3:sock, docs/measurement.md).
+- ch3sock-1host (Turner & Chen: a library is bounded by the layer it runs on): MPICH's
+  ch3:sock device, sockets even inside a host, is slower in one host than a build of the same
+  MPICH version on a shared-memory device (P2PStack latency, the median over the modes).
+- pvm-inplace, pvm-direct, pvm-raw-doubles (Turner & Chen, PVM): at the largest size,
+  PvmDataInPlace is no slower than PvmDataRaw (no copy into a send buffer), the direct route no
+  slower than the route through the daemons, and Raw no slower than Default (XDR) for doubles.
+
+    python3 -m testbed.directions REPORT...       a table; exit 1 when a direction fails
+"""
+import argparse
+import json
+import statistics
+import sys
+
+from testbed.references import final_cases
+
+#: a direction fails only when the faster figure is slower by more than this factor
+TOLERANCE = 1.10
+
+
+def _cases(report):
+    return [tc for tc in final_cases(report) if tc.get('result') in ('pass', 'fail')]
+
+
+def _perf(tc, name):
+    for key, entry in (tc.get('perfvalues') or {}).items():
+        if key.split(':')[-1] == name and entry[0] is not None:
+            return float(entry[0])
+    return None
+
+
+def _stack(tc):
+    return tc.get('stack_name') or tc['environ']
+
+
+def _mode(tc):
+    return tc['name'].split('%mode=')[1].split()[0] if '%mode=' in tc['name'] else ''
+
+
+def _check(rule, subject, slower_name, slower, faster_name, faster, unit):
+    """A row of the table: the figure named first must be no faster than the second, allowing
+    TOLERANCE. Figures in us are times (lower is faster), in MB/s bandwidths."""
+    ok = slower * TOLERANCE >= faster if unit == 'us' else slower <= faster * TOLERANCE
+    return {'rule': rule, 'subject': subject, 'ok': ok,
+            'text': f'{slower_name} {slower:.4g} {unit}, no faster than {faster_name} '
+                    f'{faster:.4g} {unit}'}
+
+
+def sync_8b(cases, shared_memory):
+    """sync-8B over every stack in `shared_memory` with P2PMatrix figures at 8 bytes."""
+    by_stack = {}
+    for tc in cases:
+        samples = (tc.get('figure_samples') or {}).get('half_round_trip_us@8')
+        if not tc['name'].startswith('P2PMatrix') or not samples or \
+                tc.get('system', 'testbed-local') != 'testbed-local':
+            continue
+        kind = 'sync' if _mode(tc).startswith(('Ssend', 'Issend')) else 'standard'
+        by_stack.setdefault(_stack(tc), {}).setdefault(kind, []).append(
+            statistics.median(samples))
+    out = []
+    for stack, kinds in sorted(by_stack.items()):
+        if stack not in shared_memory or len(kinds.get('sync', [])) < 2 or \
+                len(kinds.get('standard', [])) < 2:
+            continue
+        out.append(_check('sync-8B', stack, 'Ssend/Issend', statistics.median(kinds['sync']),
+                          'Send/Isend', statistics.median(kinds['standard']), 'us'))
+    return out
+
+
+def ch3sock_one_host(cases):
+    """ch3sock-1host: each ch3:sock stack against the stacks of the same MPICH version."""
+    latency, version, sock = {}, {}, set()
+    for tc in cases:
+        if tc['name'].startswith('P2PStack') and _perf(tc, 'latency'):
+            latency.setdefault((_stack(tc), tc.get('size_range')), _perf(tc, 'latency'))
+        if tc['name'].startswith('P2PMatrix') and tc.get('library_version', 'unknown') != \
+                'unknown':
+            version[_stack(tc)] = tc['library_version']
+            if 'ch3:sock' in tc.get('stack_configure', ''):
+                sock.add(_stack(tc))
+    out = []
+    for (stack, rng), slow in sorted(latency.items()):
+        if stack not in sock:
+            continue
+        for (other, other_rng), fast in sorted(latency.items()):
+            if other_rng == rng and other not in sock and version.get(other) and \
+                    version.get(other) == version.get(stack):
+                out.append(_check('ch3sock-1host', f'{stack} vs {other} ({rng})',
+                                  'ch3:sock', slow, other, fast, 'us'))
+    return out
+
+
+def pvm(cases):
+    """The three PVM rules, on the bandwidths PvmMatrix reports at its largest size."""
+    runs = {}
+    for tc in cases:
+        if tc['name'].startswith('PvmMatrix'):
+            runs[(_stack(tc), tc.get('size_range'), tc.get('route'), tc.get('pack'))] = tc
+    out = []
+    for (stack, rng, route, pack), tc in sorted(runs.items()):
+        suffix = '-double' if pack == 'double' else ''
+        where = f'{stack} {route} {pack} ({rng})'
+        for recv in ('recv', 'nrecv', 'trecv'):
+            raw = _perf(tc, f'bandwidth_send-{recv}_raw{suffix}')
+            inplace = _perf(tc, f'bandwidth_send-{recv}_inplace{suffix}')
+            if raw and inplace:
+                out.append(_check('pvm-inplace', f'{where} send-{recv}', 'Raw', raw,
+                                  'InPlace', inplace, 'MB/s'))
+        if pack == 'double':
+            default = _perf(tc, 'bandwidth_send-recv_default-double')
+            raw = _perf(tc, 'bandwidth_send-recv_raw-double')
+            if default and raw:
+                out.append(_check('pvm-raw-doubles', where, 'Default', default, 'Raw', raw,
+                                  'MB/s'))
+        daemon = runs.get((stack, rng, 'daemon', pack)) if route == 'direct' else None
+        for key in (k.split(':')[-1] for k in (tc.get('perfvalues') or {})) if daemon else ():
+            if key.startswith('bandwidth_'):
+                direct, through = _perf(tc, key), _perf(daemon, key)
+                if direct and through:
+                    out.append(_check('pvm-direct', f'{stack} {pack} {key[10:]} ({rng})',
+                                      'daemon', through, 'direct', direct, 'MB/s'))
+    return out
+
+
+def shared_memory_stacks():
+    """The registry's stacks whose transport in one host is shared memory (its knob's
+    default is not tcp), for sync-8B."""
+    from testbed import registry
+    out = set()
+    for stack in registry.load().stacks.values():
+        knob = stack.knobs.get('transport')
+        if knob is not None and knob.default and knob.default != 'tcp':
+            out.add(stack.name)
+    return out
+
+
+def check(reports, shared_memory=None):
+    """Every direction over the cases of `reports` (parsed run reports)."""
+    shared_memory = shared_memory_stacks() if shared_memory is None else shared_memory
+    cases = [tc for report in reports for tc in _cases(report)]
+    return sync_8b(cases, shared_memory) + ch3sock_one_host(cases) + pvm(cases)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('reports', nargs='+', help='ReFrame run reports')
+    args = ap.parse_args(argv)
+    reports = []
+    for path in args.reports:
+        try:
+            with open(path) as fh:
+                reports.append(json.load(fh))
+        except (OSError, ValueError) as err:
+            print(f'error: {path}: cannot read the run report: {err}', file=sys.stderr)
+            return 2
+    rows = check(reports)
+    for row in rows:
+        print(f"{'ok  ' if row['ok'] else 'FAIL'} {row['rule']:16} {row['subject']}: "
+              f"{row['text']}")
+    bad = [r for r in rows if not r['ok']]
+    print(f'directions of the studies: {len(rows)} checked, {len(bad)} failed '
+          f'(a factor {TOLERANCE} allowed for noise)')
+    return 1 if bad else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
