@@ -21,10 +21,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # made it pop the venv's site-packages instead (polars then could not be imported).
 if os.path.join(REPO, 'reframe') not in sys.path:
     sys.path.append(os.path.join(REPO, 'reframe'))
+from reframe.core.exceptions import ConfigError  # noqa: E402
 from testbed import registry  # noqa: E402
 
-REGISTRY = registry.load()
-STACKS = REGISTRY.select(os.environ.get('TESTBED_STACKS'))
+try:
+    REGISTRY = registry.load()
+    STACKS = REGISTRY.select(os.environ.get('TESTBED_STACKS'))
+except registry.RegistryError as err:
+    # ReFrame prints a ConfigError as one line, any other error as a traceback
+    raise ConfigError(str(err)) from None
 RUNS = os.path.join(REPO, 'reframe')
 # One stage and output tree for both systems; /var/tmp is also what the emulated nodes share.
 STAGEDIR = os.environ.get('TESTBED_STAGEDIR', f'/var/tmp/mpi-testbed-{getpass.getuser()}/stage')

@@ -152,6 +152,79 @@ def test_the_fallback_agent_enters_a_node_as_the_job_account(clean):
     assert r.returncode == 0 and not sudoers.exists()
 
 
+def test_a_process_posing_as_a_slurmd_is_refused(clean):
+    """The way to root the issue found (issue 44): the job account starts, in a user and mount
+    namespace of its own, a process whose command line reads like a node's slurmd, with its own
+    program bound over the tools enter-node runs, and asks sudo to enter that "node". Refused:
+    the node is found by root's pid file, never by a command line, and the process it names
+    must be root's, in the first user namespace; nothing runs as root inside the node."""
+    sys.path.insert(0, str(REPO / 'reframe'))
+    from testbed import registry
+    account = registry.load().run_as
+    r = cluster('up', '--nodes', '2')
+    assert r.returncode == 0, r.stderr
+    as_account = ['setpriv', f'--reuid={account}', f'--regid={account}', '--init-groups']
+    # root's folder the account can read (pytest's tmp_path is 0700), with the account's
+    # program in it and a folder of the account's where that program leaves its mark
+    work = Path(tempfile.mkdtemp(prefix='testbed-attempt-', dir='/var/tmp'))
+    work.chmod(0o755)
+    (work / 'out').mkdir()
+    shutil.chown(work / 'out', account, account)       # given away empty, never entered again
+    marker = work / 'out' / 'ran-as'
+    evil = work / 'evil'
+    evil.write_text(f'#!/bin/sh\nid > {marker}\n')
+    evil.chmod(0o755)
+    conf = '/run/mpi-testbed-cluster/slurm.conf'
+    fakes = []
+
+    def pose_as(node):
+        """A process of the job account's, in its own user and mount namespaces, that reads
+        exactly like `node`'s slurmd, with `evil` bound over setpriv, taskset, env and nsenter."""
+        binds = '; '.join(f'mount --bind {evil} /usr/bin/{tool}'
+                          for tool in ('setpriv', 'taskset', 'env', 'nsenter'))
+        script = (f'{binds}; exec perl -e \'$0 = "slurmd -D -f {conf} -N {node}"; '
+                  f'sleep 120\'')
+        fake = subprocess.Popen(as_account + ['unshare', '-Urm', 'sh', '-c', script],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        fakes.append(fake)
+        until(lambda: subprocess.run(['pgrep', '-x', '-f', f'slurmd -D -f {conf} -N {node}'],
+                                     stdout=subprocess.PIPE, text=True).stdout.strip(),
+              f'the job account\'s fake slurmd of {node}')
+        pids = subprocess.run(['pgrep', '-x', '-f', f'slurmd -D -f {conf} -N {node}'],
+                              stdout=subprocess.PIPE, text=True).stdout.split()
+        return [int(p) for p in pids if Path(f'/proc/{p}').stat().st_uid != 0][0]
+
+    def enter(node):
+        return subprocess.run(as_account + ['sudo', '-n', '/run/mpi-testbed-cluster/enter-node',
+                                            node, '/', 'true'],
+                              capture_output=True, text=True, timeout=30, cwd='/')
+    try:
+        # a node that does not exist, posed for: the old lookup by command line entered it
+        pose_as('node3')
+        r = enter('node3')
+        assert r.returncode == 3 and 'node3 has no slurmd running' in r.stderr, r.stderr
+        # a pid file that names the job account's process (a stale file, a reused pid)
+        fake = pose_as('node2')
+        pidfile = Path('/run/mpi-testbed-cluster/node2/slurmd.pid')
+        real = int(pidfile.read_text())
+        os.kill(real, signal.SIGKILL)
+        until(lambda: not alive(real), 'node2\'s slurmd to die')
+        pidfile.write_text(f'{fake}\n')
+        r = enter('node2')
+        assert r.returncode == 3 and f'process {fake} of node2\'s pid file is not root\'s' \
+            in r.stderr, r.stderr
+        assert not marker.exists(), marker.read_text()
+    finally:
+        for fake in fakes:
+            os.killpg(fake.pid, signal.SIGKILL)
+            fake.wait()
+        cluster('down')
+        # the account empties its folder; root removes its own folder and the empty one
+        subprocess.run(as_account + ['find', str(work / 'out'), '-mindepth', '1', '-delete'])
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def test_a_checkout_under_tmp_is_seen_on_every_node(clean):
     """Each node has a /tmp of its own; a checkout there is still seen on the nodes, as on a
     shared file system (jobs run programs from it: StartupTime's launch_times.py once failed)."""
