@@ -6,7 +6,8 @@
 #   ci/references.sh --sessions UUID1 UUID2 ...       (from sessions in ReFrame's results storage:
 #                                                      reframe --list-stored-sessions)
 # Either way it ends with the change to reframe/references as a diff, for review before commit.
-# absolute (the default) writes rows keyed by this machine's id: they are asserted here only.
+# absolute (the default) writes rows keyed by this machine's id: they are asserted here only,
+# into TESTBED_REFERENCES_DIR where it is set (a site's folder outside the checkout).
 # ratio writes the portable rows keyed by the machine type, the ones the repository ships; a
 # commit that changes them names the runs (their session ids are in the rows).
 set -uo pipefail
@@ -52,6 +53,11 @@ else
 fi
 case "$kind" in absolute|ratio|all) ;; *) echo "error: KIND: '$kind' is not absolute, ratio or all" >&2; exit 2;; esac
 cd "$repo/reframe" && python3 -m testbed.references update --only "$kind" "${reports[@]}" || exit $?
+if [ -n "${TESTBED_REFERENCES_DIR:-}" ]; then
+    # a site's own folder, outside the checkout: updating the testbed leaves it
+    echo "== written to TESTBED_REFERENCES_DIR=$TESTBED_REFERENCES_DIR (keep it with the site)"
+    exit 0
+fi
 echo "== the change to reframe/references (review it before committing)"
 git -C "$repo" --no-pager diff --stat -- reframe/references
 git -C "$repo" --no-pager diff -U0 -- reframe/references

@@ -74,4 +74,5 @@ python3 -m testbed.directions "$report" || rc=1
 python3 -m testbed.archive --profile "$profile" --summary "$repo/reframe/summary" "$report" \
     || rc=1
 python3 -m testbed.procs --check --cleanup || rc=1
+python3 -m testbed.failures --unreferenced "$report"
 exit $rc

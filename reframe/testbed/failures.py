@@ -3,7 +3,9 @@
 CI keeps only the tail of a run's output; the failures ReFrame prints mid-run scroll out of it.
 `python3 -m testbed.failures REPORT...` prints every case whose last run failed: where it ran,
 its name, the phase that failed and the first line of the reason. A report that cannot be read
-is named and counted, never skipped in silence. Exit status: 0 always (this only reports).
+is named and counted, never skipped in silence. It ends with one line that says how many
+figures went without a reference, by test, and the command that makes this machine's rows.
+Exit status: 0 always (this only reports).
 """
 import json
 import sys
@@ -30,8 +32,37 @@ def failed_cases(report):
     return out
 
 
+def reference_counts(report):
+    """{test: [figures with a reference, figures without]} over the cases of the report's
+    last run that measured something (ReFrame writes a missing reference as 0, None, None)."""
+    runs = report.get('runs') or []
+    counts = {}
+    for tc in (runs[-1].get('testcases', []) if runs else []):
+        for entry in (tc.get('perfvalues') or {}).values():
+            if entry[0] is None:
+                continue
+            without = entry[1] in (0, None) and entry[2] is None and entry[3] is None
+            name = tc.get('name') or tc.get('display_name') or '?'
+            counts.setdefault(name.split()[0], [0, 0])[without] += 1
+    return counts
+
+
+def unreferenced_line(counts):
+    """The run's last line: what it reported without a reference, and how rows are made."""
+    asserted = sum(c[0] for c in counts.values())
+    without = {t: c[1] for t, c in sorted(counts.items()) if c[1]}
+    if not without:
+        return f'figures asserted against a reference: {asserted}; none went without one'
+    return (f'figures asserted against a reference: {asserted}; reported without one: '
+            f'{sum(without.values())} (' + ', '.join(f'{t} {n}' for t, n in without.items())
+            + '); `make references` makes this machine\'s rows')
+
+
 def main(argv):
+    only_line = argv[:1] == ['--unreferenced']     # the line alone (a pass's last, ci/suite.sh)
+    argv = argv[1:] if only_line else argv
     total = 0
+    counts = {}
     for path in argv:
         try:
             with open(path) as f:
@@ -41,10 +72,16 @@ def main(argv):
             total += 1
             continue
         cases = failed_cases(report)
+        for test, (with_ref, without) in reference_counts(report).items():
+            got = counts.setdefault(test, [0, 0])
+            got[0] += with_ref
+            got[1] += without
         total += len(cases)
-        for where, name, phase, reason in cases:
+        for where, name, phase, reason in ([] if only_line else cases):
             print(f'{path}: {where} {name} [{phase}] {reason}')
-    print(f'failed test cases in {len(argv)} report(s): {total}')
+    print(unreferenced_line(counts))
+    if not only_line:
+        print(f'failed test cases in {len(argv)} report(s): {total}')
     return 0
 
 

@@ -72,7 +72,9 @@ def record():
         'kernel': platform.release(),
         'virtualised': _virtualised() or 'no',
     }
-    rec['machine_type'] = machine_type(rec)
+    # Tests only (test_any_machine.py): this machine taken for a type that has no rows.
+    rec['machine_type'] = os.environ.get('TESTBED_TEST_MACHINE_TYPE', '').strip() or \
+        machine_type(rec)
     rec['machine_id'] = machine_id(rec)
     return rec
 

@@ -27,6 +27,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -76,6 +77,56 @@ NARROW_FLOOR_TESTS = ('P2PStack',)
 FIGURE_FLOORS = {('HplRun', 'efficiency_N'): 0.104}
 #: a machine type's name (testbed/machine.py), as opposed to one machine's id (m-...)
 MACHINE_TYPE = re.compile(r'.+-\d+cpu-(vm|bare)')
+#: the reference files the repository ships
+SHIPPED = Path(__file__).resolve().parents[1] / 'references'
+#: the command that makes a machine's own rows (said wherever a figure goes without one)
+MAKE_ROWS = 'make references'
+
+
+def own_dir():
+    """The folder of a site's own rows (TESTBED_REFERENCES_DIR: files named as the shipped
+    ones), outside the checkout so that updating the testbed leaves them; None when unset."""
+    text = os.environ.get('TESTBED_REFERENCES_DIR', '').strip()
+    if not text:
+        return None
+    folder = Path(text)
+    if folder.exists() and not folder.is_dir():
+        raise ReferenceError(f'TESTBED_REFERENCES_DIR={text}: not a folder (give the folder '
+                             f'that keeps this site\'s reference files, or unset it)')
+    return folder
+
+
+def files_of(name, shipped=SHIPPED):
+    """The files a test's reference file `name` is read from: the shipped one, then the
+    site's own (TESTBED_REFERENCES_DIR), whose rows take the place of shipped rows."""
+    paths = [Path(shipped) / name]
+    own = own_dir()
+    if own is not None and (own / name).exists():
+        paths.append(own / name)
+    return paths
+
+
+def load_all(paths):
+    """The rows of several reference files, a later file's row replacing an earlier one's."""
+    table = {}
+    for path in paths:
+        table.update(load(path))
+    return table
+
+
+def folders(shipped=SHIPPED):
+    """The folders reference files are read from: the shipped one and the site's own."""
+    own = own_dir()
+    return [Path(shipped)] + ([own] if own is not None and own.is_dir() else [])
+
+
+def has_rows(machine, shipped=SHIPPED):
+    """Whether any reference file holds a row for this machine's type or for the machine
+    itself. A machine without any is not one whose rows are missing: its figures are reported
+    and what holds everywhere is asserted (docs/measurement.md)."""
+    keys = {machine['machine_type'], machine['machine_id']}
+    return any(key[2] in keys for folder in folders(shipped)
+               for path in sorted(folder.glob('*.csv')) for key in load(path))
 
 
 #: why derive() leaves a figure out when its band would accept MAX_FACTOR
@@ -165,8 +216,9 @@ def for_test(path, system, partition, machine, stack, test, case, variables, por
     same-job baseline) is looked up under this machine's id first (its own row, made here by
     `make references`, from this machine's spread) and then under the machine type (the row
     that travels); any other variable under the machine id only.
+    `path` may be a list of files (files_of): a later file's row replaces an earlier one's.
     Returns (reference, missing_portable, missing_absolute)."""
-    table = load(path)
+    table = load_all(path if isinstance(path, (list, tuple)) else [path])
     found, missing_portable, missing_absolute = {}, [], []
     for var in variables:
         own = table.get((system, partition, machine['machine_id'], stack, test, case, var))
@@ -463,38 +515,55 @@ def retire(folder, test, variable):
     return 0
 
 
-def status(folder, machine):
-    """One paragraph: which references this machine has (its type's and its own)."""
+def status(machine, shipped=SHIPPED):
+    """Which references this machine has (its type's and its own), ending with the notice."""
     portable = own = own_ratios = 0
     mine, others = set(), set()     # (test, variable) with rows for this type, for others
-    for path in sorted(Path(folder).glob('*.csv')):
-        for key, ref in load(path).items():
-            portable += key[2] == machine['machine_type']
-            if key[2] == machine['machine_id']:
-                own += 1
-                own_ratios += ref.unit == RATIO_UNIT
-                mine.add((key[4], key[6]))
-            if key[2] == machine['machine_type']:
-                mine.add((key[4], key[6]))
-            elif MACHINE_TYPE.fullmatch(key[2]):    # another machine type
-                others.add((key[4], key[6]))
+    for folder in folders(shipped):
+        for path in sorted(folder.glob('*.csv')):
+            for key, ref in load(path).items():
+                portable += key[2] == machine['machine_type']
+                if key[2] == machine['machine_id']:
+                    own += 1
+                    own_ratios += ref.unit == RATIO_UNIT
+                    mine.add((key[4], key[6]))
+                if key[2] == machine['machine_type']:
+                    mine.add((key[4], key[6]))
+                elif MACHINE_TYPE.fullmatch(key[2]):    # another machine type
+                    others.add((key[4], key[6]))
     lines = [f"machine: {machine['cpu_model']}, {machine['cpus']} CPUs, "
              f"{machine['memory_bytes'] / 2**30:.1f} GiB, kernel {machine['kernel']}, "
              f"virtualised: {machine['virtualised']} (type {machine['machine_type']}, "
              f"id {machine['machine_id']})",
+             'reference files: ' + ', '.join(str(f) for f in folders(shipped)),
              f'references for this machine type (ratios to same-job baselines, asserted): '
              f'{portable}']
     if own:
-        lines.append(f'this machine\'s own references (asserted, made here by make references; '
+        lines.append(f'this machine\'s own references (asserted, made here by {MAKE_ROWS}; '
                      f'a ratio with an own row is asserted against it, not the type\'s): {own}, '
                      f'{own_ratios} of them ratios')
-    else:
-        lines.append('absolute references for this machine: none, so absolute figures are '
-                     'reported, not asserted (make them here with: make references RUNS=3)')
     if others - mine:
         lines.append('ratios with rows for other machine types only, so reported here, not '
                      'asserted: ' + ', '.join(f'{t} {v}' for t, v in sorted(others - mine)))
+    lines.append(notice(machine, portable, own))
     return '\n'.join(lines)
+
+
+def notice(machine, type_rows, own_rows):
+    """The one line a run starts with: what it asserts and what it only reports here."""
+    if not type_rows and not own_rows:
+        return (f"notice: no reference rows for machine type {machine['machine_type']} or "
+                f"for this machine: every performance figure is reported without a reference; "
+                f"correctness, agreement with IMB and NetPIPE, physical bounds and the studies' "
+                f"directions are asserted; `{MAKE_ROWS}` makes this machine's rows")
+    if not own_rows:
+        return (f"notice: {type_rows} rows of machine type {machine['machine_type']} are "
+                f"asserted; the figures without a row (the point-to-point matrix in one host, "
+                f"PVM, start-up, every absolute figure) are reported without a reference until "
+                f"`{MAKE_ROWS}` makes this machine's own rows")
+    return (f"notice: {type_rows} rows of machine type {machine['machine_type']} and "
+            f"{own_rows} of this machine's own are asserted; figures without a row are reported "
+            f"without a reference (`{MAKE_ROWS}` remakes this machine's rows)")
 
 
 def main(argv=None):
@@ -508,11 +577,17 @@ def main(argv=None):
                     + f'{W_MIN} for a machine\'s own rows of {", ".join(NARROW_FLOOR_TESTS)}), per '
                     'variable; a figure whose band would accept 2x is left out, and said.')
     sub = ap.add_subparsers(dest='cmd', required=True)
-    default_dir = str(Path(__file__).resolve().parents[1] / 'references')
+    default_dir = str(SHIPPED)
+    try:
+        site_dir = own_dir()
+    except ReferenceError as err:
+        print(f'error: {err}', file=sys.stderr)
+        return 2
     up = sub.add_parser('update', help='write references from run reports')
     up.add_argument('reports', nargs='+', help='ReFrame JSON run reports')
-    up.add_argument('--dir', default=default_dir,
-                    help='folder of the reference files (each test names its file)')
+    up.add_argument('--dir', default=str(site_dir or SHIPPED),
+                    help='folder of the reference files (each test names its file; default: '
+                         'TESTBED_REFERENCES_DIR where set, else the shipped folder)')
     up.add_argument('--k', type=float, default=3.0, help='standard deviations (default 3)')
     up.add_argument('--min-runs', type=int, default=3, help='runs a figure needs (default 3)')
     up.add_argument('--only', choices=['ratio', 'absolute', 'all'], default='all',
@@ -554,7 +629,7 @@ def main(argv=None):
             return 0
         if args.cmd == 'status':
             from testbed import machine
-            print(status(args.dir, machine.record()))
+            print(status(machine.record(), args.dir))
             return 0
         if args.cmd == 'transfer':
             for path in sorted(Path(args.dir).glob('*.csv')):
@@ -591,6 +666,7 @@ def main(argv=None):
             for path in sorted(Path(args.dir).glob('*.csv')):
                 if set(load(path)) & too_wide:
                     by_file.setdefault(path.name, [])
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
         for name, file_rows in sorted(by_file.items()):
             path = Path(args.dir) / name
             keep = None if args.replace or not path.exists() else load(path)

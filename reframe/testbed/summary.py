@@ -291,6 +291,14 @@ def render(report):
         lines += [f"- {tc['name']} @{tc['environ']} ({tc.get('system')}:{tc.get('partition')})"
                   for tc in hung]
         lines.append('')
+    held = [tc for tc in cases(report) if tc.get('not_held')]
+    if held:
+        lines.append(f'### Measurements that did not hold: reported, not judged ({len(held)})\n')
+        lines.append('Their baseline in the same job moved, or they beat a physical bound: a '
+                     'verdict on them would be one on the machine\'s state (docs/measurement.md).')
+        lines += [f"- {tc['name']} @{tc['environ']}: {figure}: {why}"
+                  for tc in held for figure, why in sorted(tc['not_held'].items())]
+        lines.append('')
     failed = [tc for tc in cases(report) if tc['result'] in ('fail', 'fail_deps')]
     if failed:
         lines.append(f'### Failed ({len(failed)})\n')

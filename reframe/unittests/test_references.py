@@ -365,11 +365,11 @@ def test_status_names_the_ratios_only_other_machine_types_have(tmp_path):
     references.write(tmp_path / 'hpl.csv', rows)
     machine = {'cpu_model': 'EPYC', 'cpus': 2, 'memory_bytes': 2**34, 'kernel': '6.1',
                'virtualised': 'kvm', 'machine_id': 'm-ffffffffffff'}
-    amd = references.status(tmp_path, dict(machine, machine_type='x86_64-amd-2cpu-vm'))
+    amd = references.status(dict(machine, machine_type='x86_64-amd-2cpu-vm'), tmp_path)
     assert 'asserted): 1' in amd
     assert 'other machine types only, so reported here, not asserted: HplRun ' \
            'panel_over_memcpy' in amd and 'gflops' not in amd.splitlines()[-1]
-    intel = references.status(tmp_path, dict(machine, machine_type='x86_64-intel-2cpu-vm'))
+    intel = references.status(dict(machine, machine_type='x86_64-intel-2cpu-vm'), tmp_path)
     assert 'other machine types only' not in intel
 
 
@@ -384,7 +384,7 @@ def test_status_counts_this_machines_own_rows_and_the_ratios_among_them(tmp_path
     machine = {'cpu_model': 'EPYC', 'cpus': 2, 'memory_bytes': 2**34, 'kernel': '6.1',
                'virtualised': 'kvm', 'machine_id': 'm-ffffffffffff',
                'machine_type': 'x86_64-amd-2cpu-vm'}
-    text = references.status(tmp_path, machine)
+    text = references.status(machine, tmp_path)
     assert "this machine's own references" in text and ': 2, 1 of them ratios' in text
     # its own row of the panels is asserted here: not among the figures reported only
     assert 'other machine types only' not in text
@@ -426,3 +426,49 @@ def test_hpl_efficiency_gets_its_own_floor_travelling_and_own(tmp_path):
             pytest.approx(math.exp(references.W_MIN_PORTABLE) - 1, abs=1e-4)
     # a 1.2x slower computation at the shared floor's edge (0.87x) is caught by its own floor
     assert 0.87 < 1 + bands[('x86_64-2cpu-vm', 'efficiency_N7200')][0] < 0.905
+
+
+def _row(machine, var='efficiency_N7200', value='0.8'):
+    return dict(zip(references.KEY, ('testbed-local', 'default', machine, 'mpich-4.0',
+                                     'HplRun', '1x2', var)),
+                value=value, lower='-0.0988', upper='0.1096', unit='ratio', runs='s1 s2 s3')
+
+
+def test_a_sites_own_folder_is_read_after_the_shipped_one(tmp_path, monkeypatch):
+    """TESTBED_REFERENCES_DIR keeps a site's rows out of the checkout: read beside the shipped
+    files, its row of a key replaces the shipped one; a file there is a folder's or an error."""
+    shipped, own = tmp_path / 'shipped', tmp_path / 'site'
+    shipped.mkdir()
+    own.mkdir()
+    references.write(shipped / 'hpl.csv', [_row('x86_64-intel-2cpu-vm'), _row('m-1', 'gflops')])
+    references.write(own / 'hpl.csv', [_row('x86_64-intel-2cpu-vm', value='0.9')])
+    monkeypatch.delenv('TESTBED_REFERENCES_DIR', raising=False)
+    assert references.files_of('hpl.csv', shipped) == [shipped / 'hpl.csv']
+    monkeypatch.setenv('TESTBED_REFERENCES_DIR', str(own))
+    paths = references.files_of('hpl.csv', shipped)
+    assert paths == [shipped / 'hpl.csv', own / 'hpl.csv']
+    ref, _, _ = references.for_test(paths, 'testbed-local', 'default',
+                                    {'machine_type': 'x86_64-intel-2cpu-vm', 'machine_id': 'm-1'},
+                                    'mpich-4.0', 'HplRun', '1x2', ['efficiency_N7200', 'gflops'],
+                                    ['efficiency_N7200'])
+    assert ref['testbed-local:default']['efficiency_N7200'][0] == 0.9
+    assert ref['testbed-local:default']['gflops'][0] == 0.8
+    assert references.files_of('p2p.csv', shipped) == [shipped / 'p2p.csv']
+    monkeypatch.setenv('TESTBED_REFERENCES_DIR', str(shipped / 'hpl.csv'))
+    with pytest.raises(references.ReferenceError, match='TESTBED_REFERENCES_DIR=.*not a folder'):
+        references.files_of('hpl.csv', shipped)
+
+
+def test_a_machine_without_rows_is_told_so_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.delenv('TESTBED_REFERENCES_DIR', raising=False)
+    references.write(tmp_path / 'hpl.csv', [_row('x86_64-intel-2cpu-vm'), _row('m-7')])
+    machine = {'cpu_model': 'M1', 'cpus': 8, 'memory_bytes': 2**34, 'kernel': '6.1',
+               'virtualised': 'no', 'machine_id': 'm-9', 'machine_type': 'aarch64-8cpu-bare'}
+    assert not references.has_rows(machine, tmp_path)
+    last = references.status(machine, tmp_path).splitlines()[-1]
+    assert last.startswith('notice: no reference rows for machine type aarch64-8cpu-bare') and \
+        '`make references`' in last
+    assert references.has_rows(dict(machine, machine_id='m-7'), tmp_path)
+    assert references.has_rows(dict(machine, machine_type='x86_64-intel-2cpu-vm'), tmp_path)
+    typed = references.status(dict(machine, machine_type='x86_64-intel-2cpu-vm'), tmp_path)
+    assert typed.splitlines()[-1].startswith('notice: 1 rows of machine type')
