@@ -135,17 +135,18 @@ for c in tb_version tb_bind; do
 done
 # The panels' time inside MPI (panel_time.c): HPL's MPI_Iprobe and MPI_Recv are wrapped.
 "$CC_W" -std=c11 -O2 -Wall -Wextra -c "$HERE/panel_time.c" -o "$WORK/panel_time.o"
-for c in tb_median tb_cma; do         # panel_time.c's statistics and its kernel copy
+# panel_time.c's statistics and its kernel copy; the hang watchdog (its beats: --wrap below)
+for c in tb_median tb_cma tb_watchdog; do
     "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$HERE/../common/$c.c" -o "$WORK/$c.o"
 done
 objs="$WORK/xhpl_main.o $WORK/panel_time.o $WORK/tb_version.o $WORK/tb_bind.o"
-objs="$objs $WORK/tb_median.o $WORK/tb_cma.o"
+objs="$objs $WORK/tb_median.o $WORK/tb_cma.o $WORK/tb_watchdog.o"
 if [ -n "$EXTRA" ]; then
     "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$EXTRA" -o "$WORK/extra.o"
     objs="$objs $WORK/extra.o"
 fi
-"$CC_W" -O2 -Wl,--wrap=MPI_Iprobe,--wrap=MPI_Recv -o "$WORK/xhpl" $objs \
-    "$WORK/hpl/lib/$ARCH/libhpl.a" $BLAS_LIBS -lm ||
+"$CC_W" -O2 -Wl,--wrap=MPI_Iprobe,--wrap=MPI_Recv,--wrap=HPL_pdmatgen,--wrap=HPL_pdpanel_init \
+    -o "$WORK/xhpl" $objs "$WORK/hpl/lib/$ARCH/libhpl.a" $BLAS_LIBS -lm -pthread ||
     die "link failed"
 # Not an MPI program: the plain C compiler, xhpl's BLAS.
 cc -std=c99 -O2 -Wall -Wextra -o "$WORK/dgemm_rate" "$HERE/dgemm_rate.c" $BLAS_LIBS ||

@@ -15,9 +15,11 @@
  * ranks sat on distinct CPUs and did not move; HPL-PANELS after the report,
  * the panels' time inside MPI over memcpy (panel_time.c; --no-panels leaves it
  * out); --bind-self, for launchers that cannot bind (LAM): rank r pins itself
- * to the r-th allowed CPU; and a time limit on MPI_Finalize
+ * to the r-th allowed CPU; a time limit on MPI_Finalize
  * (../common/tb_finalize.h), which MPICH 4.0 over UCX's TCP transport sometimes
- * never leaves between two nodes.
+ * never leaves between two nodes; and the hang watchdog (../common/tb_watchdog.h),
+ * from before MPI_Init, with a beat per panel on every rank: HPL_pdpanel_init and
+ * HPL_pdmatgen (which says the N) are wrapped (build.sh links with --wrap).
  */
 #include <stdio.h>
 #include <string.h>
@@ -26,8 +28,34 @@
 #include "tb_bind.h"
 #include "tb_finalize.h"
 #include "tb_version.h"
+#include "tb_watchdog.h"
 
 int HPL_main(int argc, char **argv, HPL_RuntimeData *rdata, int *failure);
+
+/* Each N's matrix is generated before its run is timed (and again for its residual
+ * check): the watchdog's mode and size, outside HPL's timing; kept for the panel replay. */
+static char hpl_mode[48], hpl_size[32];
+void __real_HPL_pdmatgen(const HPL_T_grid *, const int, const int, const int, double *,
+                         const int, const int);
+void __wrap_HPL_pdmatgen(const HPL_T_grid *grid, const int m, const int n, const int nb,
+                         double *a, const int lda, const int iseed)
+{
+    snprintf(hpl_mode, sizeof hpl_mode, "grid %dx%d NB %d", grid->nprow, grid->npcol, nb);
+    snprintf(hpl_size, sizeof hpl_size, "N=%d", m);
+    tb_watchdog_at("HPL run", hpl_mode, hpl_size, -1);
+    __real_HPL_pdmatgen(grid, m, n, nb, a, lda, iseed);
+}
+
+/* Every rank sets up each panel of the factorization here: a beat per panel. */
+void __real_HPL_pdpanel_init(HPL_T_grid *, HPL_T_palg *, const int, const int, const int,
+                             HPL_T_pmat *, const int, const int, const int, HPL_T_panel *);
+void __wrap_HPL_pdpanel_init(HPL_T_grid *grid, HPL_T_palg *algo, const int m, const int n,
+                             const int jb, HPL_T_pmat *a, const int ia, const int ja,
+                             const int tag, HPL_T_panel *panel)
+{
+    tb_watchdog_beat();
+    __real_HPL_pdpanel_init(grid, algo, m, n, jb, a, ia, ja, tag, panel);
+}
 
 static void usage(FILE *out)
 {
@@ -73,10 +101,18 @@ int main(int argc, char **argv)
     int failure = 0;
     memset(&best, 0, sizeof best); /* HPL_main keeps the best Gflops in it */
 
+    char err[160];
+    if (tb_watchdog_start("xhpl", -1, err, sizeof err)) {
+        fprintf(stderr, "xhpl: %s\n", err);
+        return 2;
+    }
+    tb_watchdog_at("MPI_Init", "", NULL, -1);
     MPI_Init(&argc, &argv);
     int rank, size, bind_cpu = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    tb_watchdog_rank(rank);
+    tb_watchdog_at("set-up", "", NULL, -1);
     if (bind_self && (bind_cpu = tb_bind_self(rank)) < 0) {
         fprintf(stderr, "xhpl: --bind-self: rank %d could not pin itself to a CPU\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -94,6 +130,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     HPL_main(argc, argv, &best, &failure);
+    tb_watchdog_at("panel replay", hpl_mode, hpl_size, -1);
     if (panels)
         panel_time_report(MPI_COMM_WORLD);
     tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus, sizeof cpus);
@@ -101,6 +138,7 @@ int main(int argc, char **argv)
         printf("HPL-END {\"cpus_end\":%s}\n", cpus);
         fflush(stdout);
     }
+    tb_watchdog_stop();
     tb_finalize_bounded();     /* see ../common/tb_finalize.h */
     return 0;
 }

@@ -14,6 +14,7 @@
  */
 #include <mpi.h>
 #include "../common/tb_finalize.h"
+#include "../common/tb_watchdog.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,9 +71,17 @@ static int read_cvar(const char *name, char *out)
 int main(int argc, char **argv)
 {
     int rank, size;
+    char err[160];
+    if (tb_watchdog_start("knobs", -1, err, sizeof err)) {
+        fprintf(stderr, "knobs: %s\n", err);
+        return 2;
+    }
+    tb_watchdog_at("MPI_Init", "", NULL, -1);
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    tb_watchdog_rank(rank);
+    tb_watchdog_at("control variables", "", NULL, -1);
 #if MPI_VERSION >= 3
     int provided;
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
@@ -100,6 +109,7 @@ int main(int argc, char **argv)
                MPI_SUBVERSION);
 #endif
     fflush(stdout);
+    tb_watchdog_stop();
     tb_finalize_bounded();     /* see ../common/tb_finalize.h */
     return 0;
 }

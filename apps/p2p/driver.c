@@ -21,6 +21,7 @@
 #include "../common/tb_clock.h"
 #include "../common/tb_median.h"
 #include "../common/tb_version.h"
+#include "../common/tb_watchdog.h"
 #include "control.h"
 #include "p2p.h"
 #include "stats.h"
@@ -53,10 +54,12 @@ struct channel {
     long *reps;    /* per size */
     double *t;     /* [size][sample]: half round trip, us */
     long checked;  /* messages whose payload this rank checked */
+    char mode[96]; /* "mpi Send-Recv/complete": what the hang watchdog names */
 };
 
 struct run {
     int rank;
+    const char *phase; /* warm-up, calibration or sample: for the hang watchdog */
     const struct options *o;
     struct arena a;
     long llc_bytes;
@@ -247,6 +250,7 @@ static double sample(struct run *r, struct channel *ch, long size,
     struct cursor cur = cursor_at(a, rbuf);
     double dt = 0;
 
+    tb_watchdog_at(r->phase, ch->mode, NULL, size);   /* a beat per sample, before any timing */
     if (active) {
         for (long k = 0; k < used; k++) {
             if (shared) {
@@ -343,6 +347,7 @@ static void print_records(struct run *r, struct channel *ch, int nch)
 {
     const struct options *o = r->o;
     long checked[8];
+    tb_watchdog_at("records", ch[0].mode, NULL, -1);
     /* Both ranks check what they receive: the record counts both. */
     for (int c = 0; c < nch; c++)
         checked[c] = ch[c].checked + ctl_exchange_int((int)ch[c].checked);
@@ -450,6 +455,9 @@ static void measure(struct run *r, struct channel *ch, int nch)
     long maxsize = o->sizes[o->nsizes - 1];
     for (int c = 0; c < nch; c++) {
         char err[160] = "";
+        snprintf(ch[c].mode, sizeof ch[c].mode, "%s %s/%s", ch[c].tp.name, ch[c].tp.pair,
+                 ch[c].tp.variant);
+        tb_watchdog_at("setup", ch[c].mode, NULL, maxsize);
         int ok = ch[c].tp.setup(&ch[c].tp, maxsize, err, sizeof err) == 0;
         /* Both ranks must agree, or one would wait for the other forever. */
         ok = ok && ctl_exchange_int(ok);
@@ -468,10 +476,13 @@ static void measure(struct run *r, struct channel *ch, int nch)
         for (int c = 0; c < nch; c++) {
             if (!ch[c].available)
                 continue;
+            r->phase = "warm-up";
             sample(r, &ch[c], o->sizes[s], 0, WARMUP_REPS, 0);
+            r->phase = "calibration";
             ch[c].reps[s] = calibrate(r, &ch[c], o->sizes[s]);
         }
     }
+    r->phase = "sample";
     for (int p = 0; p < o->samples; p++)
         for (int s = 0; s < o->nsizes; s++) {
             set_slots(r, o->sizes[s]);
@@ -584,7 +595,17 @@ int main(int argc, char **argv)
 
     /* Every rank parses the same argv, so all take the same way out. */
     int rc = p2p_parse_args(argc, argv, &o, err, sizeof err);
+#ifdef P2P_PVM
+    const char *program = "p2p-pvm";
+#else
+    const char *program = "p2p";
+#endif
+    char werr[160];
+    if (!rc && !o.help && (rc = tb_watchdog_start(program, rank, werr, sizeof werr)))
+        snprintf(err, sizeof err, "%s: %s", program, werr);
+    tb_watchdog_at("start", "", NULL, -1);
     if (rc || o.help || nranks != 2) {
+        tb_watchdog_stop();
         if (rank == 0) {
             if (rc)
                 fprintf(stderr, "%s\n", err);
@@ -672,6 +693,9 @@ int main(int argc, char **argv)
 #else
         tr_mpi_init(&hs, 0, 0);
 #endif
+        char mode[96];
+        snprintf(mode, sizeof mode, "%s %s/%s", hs.name, hs.pair, hs.variant);
+        tb_watchdog_at("handshake", mode, NULL, 1);
         hs.setup(&hs, 1, err, sizeof err);
         set_slots(&r, 1);
         struct cursor cur = cursor_at(&r.a, r.a.recv);
@@ -681,6 +705,7 @@ int main(int argc, char **argv)
         else
             trips_responder(&hs, cur, 1, HANDSHAKE_TRIPS);
         hs.cleanup(&hs);
+        tb_watchdog_beat();
     }
     if (rank == 0)
         print_run_record(&r, host, host1, cpu, bound, ncpu, timer_cost);
@@ -715,6 +740,7 @@ int main(int argc, char **argv)
         }
     }
 
+    tb_watchdog_at("end", "", NULL, -1);
     int end[2];
     end[rank] = tb_cpu();
     end[1 - rank] = ctl_exchange_int(end[rank]);
@@ -733,6 +759,7 @@ int main(int argc, char **argv)
         free(ch[c].t);
     }
     free(o.sizes);
+    tb_watchdog_stop();      /* MPI_Finalize has its own limit (tb_finalize.h) */
     ctl_finalize();
     return 0;
 }

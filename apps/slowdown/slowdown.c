@@ -19,6 +19,10 @@
  *                           point-to-point call runs as it is, or as a loop of
  *                           MPI_Test over its nonblocking form, each test padded
  *                           (below)
+ *   TESTBED_SLOWDOWN_HANG   CALL:N:RANK, e.g. MPI_Recv:200:1: rank RANK's N-th call
+ *                           of CALL never returns (a deadlocked library, for the
+ *                           hang watchdog's proof: apps/common/tb_watchdog.h);
+ *                           with or without a factor
  *
  * No link-time MPI dependency: the library is preloaded into launchers and
  * daemons too (mpiexec, hydra proxies, prterun, lamboot/lamd), which have no
@@ -89,6 +93,7 @@
 #include <unistd.h>
 
 #include "../common/tb_clock.h"
+#include "../common/tb_watchdog.h"   /* tb_launcher_rank */
 
 typedef intptr_t I;
 
@@ -127,10 +132,64 @@ static void bad(const char *var, const char *val, const char *why)
     _exit(2);
 }
 
+/* The index in names of call `name` of setting var='val', which stops the process when the
+ * shim cannot slow it; `more`: the other words the setting takes. */
+static int call_index(const char *var, const char *val, const char *name, const char *more)
+{
+    int i = 0;
+    while (i < NCALLS && strcmp(name, names[i]))
+        i++;
+    if (i == NCALLS) {
+        char why[512];
+        snprintf(why, sizeof why, "unknown call '%s'; known: " DEFAULT_CALLS
+                 ",MPI_Barrier,MPI_Bcast,MPI_Iprobe%s", name, more);
+        bad(var, val, why);
+    }
+    return i;
+}
+
+/* TESTBED_SLOWDOWN_HANG: the call (index into names), its count and the rank; -1: off. */
+static int hang_call = -1;
+static long hang_nth, hang_count;
+static int hang_rank, my_rank = -1;
+static char hang_setting[128];
+
+static void configure_hang(const char *v)
+{
+    char call[64];
+    long nth = 0, rank = -1;
+    int used = 0;
+    if (strlen(v) >= sizeof hang_setting ||
+        sscanf(v, "%63[^:]:%ld:%ld%n", call, &nth, &rank, &used) != 3 || v[used] ||
+        nth < 1 || rank < 0 || rank > 1000000)
+        bad("TESTBED_SLOWDOWN_HANG", v, "expected CALL:N:RANK, e.g. MPI_Recv:200:1 (rank 1's "
+            "200th MPI_Recv never returns), N from 1, RANK from 0");
+    hang_call = call_index("TESTBED_SLOWDOWN_HANG", v, call, "");
+    strcpy(hang_setting, v);
+    hang_nth = nth;
+    hang_rank = (int)rank;
+    my_rank = tb_launcher_rank();       /* -1 in launchers and daemons: never hung */
+}
+
+/* At every call of the hung one: the N-th on the rank named never returns (pause() keeps
+ * the process asleep and killable: the launcher's teardown and the watchdog's signal). */
+static void hang_point(void)
+{
+    if (my_rank != hang_rank || __atomic_add_fetch(&hang_count, 1, __ATOMIC_RELAXED) != hang_nth)
+        return;
+    fprintf(stderr, "slowdown: hang: rank %d pid %d: %s call %ld never returns "
+            "(TESTBED_SLOWDOWN_HANG)\n", my_rank, (int)getpid(), names[hang_call], hang_nth);
+    for (;;)
+        pause();
+}
+
 /* Runs in every process that loads the library, launchers included: a bad
  * setting stops the first of them, before any rank starts. */
 __attribute__((constructor)) static void configure(void)
 {
+    const char *h = getenv("TESTBED_SLOWDOWN_HANG");
+    if (h && *h)
+        configure_hang(h);
     const char *f = getenv("TESTBED_SLOWDOWN");
     if (!f || !*f)
         return;
@@ -182,16 +241,7 @@ __attribute__((constructor)) static void configure(void)
             slow_work = 1;
             continue;
         }
-        int i = 0;
-        while (i < NCALLS && strcmp(tok, names[i]))
-            i++;
-        if (i == NCALLS) {
-            char why[512];
-            snprintf(why, sizeof why, "unknown call '%s'; known: " DEFAULT_CALLS
-                     ",MPI_Barrier,MPI_Bcast,MPI_Iprobe,work", tok);
-            bad("TESTBED_SLOWDOWN_CALLS", list, why);
-        }
-        slowed |= 1u << i;
+        slowed |= 1u << call_index("TESTBED_SLOWDOWN_CALLS", list, tok, ",work");
     }
     if (slow_work && fixed_ns)
         bad("TESTBED_SLOWDOWN_CALLS", list, "'work' needs a factor, not a fixed wait");
@@ -437,6 +487,8 @@ static int polled(int rc)
     {                                                                \
         typedef int (*fn_t) PARAMS;                                  \
         fn_t fn = (fn_t)resolve(i);                                  \
+        if (hang_call == (i))                                        \
+            hang_point();                                            \
         int slow = ACTIVE(i);                                        \
         if (!slow && !bounds_work())                                 \
             return fn ARGS;                                          \
@@ -500,6 +552,8 @@ void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha,
     typedef void (*fn_t)(int, int, int, int, int, int, double, const double *, int,
                          const double *, int, double, double *, int);
     fn_t fn = (fn_t)resolve(CBLAS_DGEMM);
+    if (hang_call == CBLAS_DGEMM)
+        hang_point();
     int on = ACTIVE(CBLAS_DGEMM), work = work_enter();
     int64_t before = on ? others() : 0, t0 = on ? tb_now_ns() : 0;
     depth += on || work;
@@ -518,6 +572,8 @@ void dgemm_(I a, I b, I c, I d, I e, I f, I g, I h, I i, I j, I k, I l, I m, I n
 {
     typedef void (*fn_t)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, I);
     fn_t fn = (fn_t)resolve(DGEMM);
+    if (hang_call == DGEMM)
+        hang_point();
     int on = ACTIVE(DGEMM), work = work_enter();
     int64_t before = on ? others() : 0, t0 = on ? tb_now_ns() : 0;
     depth += on || work;
@@ -534,6 +590,13 @@ void dgemm_(I a, I b, I c, I d, I e, I f, I g, I h, I i, I j, I k, I l, I m, I n
 int MPI_Init(I argc, I argv)
 {
     int rc = ((int (*)(I, I))resolve(INIT))(argc, argv);
+    if (hang_call >= 0 && my_rank < 0)
+        bad("TESTBED_SLOWDOWN_HANG", hang_setting, "this rank's launcher set none of PMI_RANK, "
+            "PMIX_RANK, OMPI_COMM_WORLD_RANK, LAMRANK, SLURM_PROCID, MV2_COMM_WORLD_RANK: "
+            "no rank to hang");
+    if (hang_call >= 0 && my_rank == hang_rank)
+        fprintf(stderr, "slowdown: hang armed: %s call %ld on rank %d (pid %d)\n",
+                names[hang_call], hang_nth, hang_rank, (int)getpid());
     if (extra > 0.0) {
         char list[512] = "";
         for (int i = 0; i < NCALLS; i++)

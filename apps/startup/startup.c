@@ -7,6 +7,8 @@
  * rank 0, which receives them with MPI_ANY_SOURCE (the thesis's experiment)
  * and reads the clock when the last one has arrived.  All times are seconds
  * since the launch.  MPI-1 calls only, so that it builds on LAM 7.1.4.
+ * The hang watchdog (tb_watchdog.h) starts before MPI_Init, so that a launch
+ * whose MPI_Init never returns names it (its cost: apps/startup/README.md).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -16,6 +18,7 @@
 #include <time.h>
 #include <mpi.h>
 #include "tb_version.h"
+#include "tb_watchdog.h"
 
 #define TAG_HELLO 9
 
@@ -84,15 +87,24 @@ int main(int argc, char **argv)
             fprintf(stderr, "startup: missing required option --launch-epoch-ns (try --help)\n");
         status = 2;
     }
+    char err[160];
+    if (status < 0 && tb_watchdog_start("startup", -1, err, sizeof err)) {
+        if (maybe_rank0())
+            fprintf(stderr, "startup: %s\n", err);
+        status = 2;
+    }
     if (status >= 0)
         return status;
 
+    tb_watchdog_at("MPI_Init", "", NULL, -1);
     MPI_Init(&argc, &argv);
     int64_t init_ns = now_ns(); /* first thing after MPI_Init returns */
 
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    tb_watchdog_rank(rank);
+    tb_watchdog_at("first message", "", NULL, (long)sizeof(int));
 
     int64_t first_ns = 0;
     int hello = rank;
@@ -113,6 +125,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "startup: out of memory for %d init times\n", size);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    tb_watchdog_at("gather", "", NULL, -1);
     MPI_Gather(&init_s, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 
     /* How many nodes the ranks ran on (after the timing): a launcher that was asked for two
@@ -152,6 +165,7 @@ int main(int argc, char **argv)
         fflush(stdout);
         free(all);
     }
+    tb_watchdog_stop();
     MPI_Finalize();
     return 0;
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include "../common/tb_median.h"
+#include "../common/tb_watchdog.h"
 #include "lattice.h"
 
 const char *prof_name[P_NCALLS] = {
@@ -314,6 +315,7 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *paus
         for (int k = 0; k < gather_sizes; k++) {
             const gather_log *g = &gather_logs[k];
             long m = g->bytes / (long)sizeof(double);
+            tb_watchdog_beat();                 /* one per sample, before its timing */
             for (long i = 0; i < m; i++)
                 send[i] = payload(rank, j, i);
             if (lat->corrupt_exchange && rank == 0 && j == samples / 2)

@@ -18,6 +18,7 @@
 #include "tb_finalize.h"
 #include "tb_median.h"
 #include "tb_version.h"
+#include "tb_watchdog.h"
 
 /* Thesis Table 6: lattice and trajectory count of the five experiments. */
 static const int preset_tab[5][5] = {
@@ -585,6 +586,9 @@ int main(int argc, char **argv)
     PROF(P_COMM_RANK, MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     PROF(P_COMM_SIZE, MPI_Comm_size(MPI_COMM_WORLD, &nranks));
     parse_args(argc, argv, &o);
+    if (tb_watchdog_start("su3_rmd", rank, msg, sizeof msg))
+        fail("%s", msg);
+    tb_watchdog_at("set-up", "", NULL, -1);
     work = o.alone ? MPI_COMM_SELF : MPI_COMM_WORLD;
     int lat_ranks = o.alone ? 1 : nranks, lat_rank = o.alone ? 0 : rank;
     if (lat_ranks & (lat_ranks - 1))
@@ -652,6 +656,12 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
+    /* what the hang watchdog names: the exchange, the lattice; a beat per trajectory */
+    char wmode[64], wsize[64];
+    snprintf(wmode, sizeof wmode, "%s exchange%s", o.comm == COMM_SSEND ? "ssend" : "isend",
+             o.alone ? ", alone" : "");
+    snprintf(wsize, sizeof wsize, "lattice %dx%dx%dx%d", o.L[0], o.L[1], o.L[2], o.L[3]);
+    tb_watchdog_at("trajectory", wmode, wsize, -1);
     PROF(P_BARRIER, MPI_Barrier(MPI_COMM_WORLD));
     double t_start = MPI_Wtime(), cpu_start = cpu_seconds(), t_loop = 0.0;
     double sites = (double)o.L[0] * o.L[1] * o.L[2] * o.L[3], plaq_prev = 0.0;
@@ -687,6 +697,7 @@ int main(int argc, char **argv)
         }
         plaq_prev = plaq;
         double dt = MPI_Wtime() - t0;
+        tb_watchdog_beat();
         if (o.alone) { /* outside the timing: the slowest rank's time and deviation; every
                         * rank then starts the next trajectory together */
             double mine[2] = { dt, dev }, most[2];
@@ -713,13 +724,16 @@ int main(int argc, char **argv)
                 fprintf(stderr, "su3_rmd: unitarity check failed at trajectory %d: "
                         "deviation %.3e > 1e-10\n", traj, dev);
             free(traj_s);
+            tb_watchdog_stop();
             tb_finalize_bounded();
             return 3;
         }
     }
     double wall = MPI_Wtime() - t_start, cpu = cpu_seconds() - cpu_start;
+    tb_watchdog_at("exchanges timed alone", wmode, wsize, -1);
     tb_gather_json(tb_cpu(), MPI_COMM_WORLD, cpus_end, sizeof cpus_end);
     report_gathers(&lat);
+    tb_watchdog_at("records", wmode, wsize, -1);
 
     /* Totals over ranks; these reductions are outside the profile. */
     double mine[3] = { cpu, cpu, 0.0 }, tot[3], csum[P_NCALLS], smax[P_NCALLS],
@@ -755,6 +769,7 @@ int main(int argc, char **argv)
                o.traj, wall, 100.0 * tot[2] / wall);
     }
     free(traj_s);
+    tb_watchdog_stop();
     tb_finalize_bounded();     /* see ../common/tb_finalize.h */
     return 0;
 }

@@ -16,6 +16,7 @@ from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import BuildError, ReframeError
 
 from testbed import machine, references, registry
+from testbed.hangs import HangGuard
 
 APPS = registry.REPO / 'apps'
 REFERENCES = registry.REPO / 'reframe' / 'references'
@@ -318,8 +319,9 @@ class AppBuild(BuildInRunSlot, rfm.CompileOnlyRegressionTest):
         return os.path.join(self.stagedir, self.app, self.app)
 
 
-class StackLaunch(rfm.RegressionTestPlugin):
-    """Launch the job with the stack's own launcher, knobs and daemons, as the registry says."""
+class StackLaunch(HangGuard):
+    """Launch the job with the stack's own launcher, knobs and daemons, as the registry says;
+    a stack that hung or crashed earlier in the run is not launched (testbed/hangs.py)."""
 
     #: knob settings for this test, e.g. {'transport': 'tcp'}; unset knobs take their default
     knobs = variable(typ.Dict[str, str], value={})

@@ -22,6 +22,7 @@ from reframe.core.exceptions import ReframeError  # noqa: E402
 from testbed.checks import (APPS, AppBuild, ReferenceLookup, as_job_account,  # noqa: E402
                             drop_privileges, fallback_launch, job_env, job_exit_code,
                             one_task_on_each_node, partition_knobs, stack_of)
+from testbed.hangs import HangGuard  # noqa: E402
 from testbed.perf import lookup, set_perf_variables  # noqa: E402
 
 
@@ -30,7 +31,7 @@ class StartupBuild(AppBuild):
 
 
 @rfm.simple_test
-class StartupTime(ReferenceLookup, rfm.RunOnlyRegressionTest):
+class StartupTime(HangGuard, ReferenceLookup, rfm.RunOnlyRegressionTest):
     descr = 'MPI start-up: launch to MPI_Init, to a first message from every rank, to exit'
     np_list = variable(typ.List[int], value=[2, 4, 8, 16, 24])
     #: warm launches per np after the cold one
