@@ -6,7 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+
 #include "p2p.h"
+
+struct p2p_net p2p_tcp_nets[P2P_MAX_TCP_NETS];
+int p2p_tcp_nnets;
 
 void p2p_usage(void)
 {
@@ -38,6 +43,9 @@ void p2p_usage(void)
 "  --baselines LIST  raw layers interleaved with the MPI transport, a comma\n"
 "                    list of shm, memcpy, tcp, tcp_poll; both (= shm,memcpy,\n"
 "                    the default) or none; with rma also mpi (Send-Recv)\n"
+"  --tcp-networks L  IPv4 networks (a.b.c.d/n, comma list) raw TCP may use\n"
+"                    between two hosts, besides 198.18.0.0/15 (the testbed's\n"
+"                    own); any other address is refused (default: none)\n"
 "  --pair NAME|all   e.g. Ssend-Irecv (default all)\n"
 "  --variant V       complete (default), preposted (Irecv pairs only), or\n"
 "                    all (complete for every pair, preposted for Irecv pairs)\n"
@@ -224,6 +232,58 @@ static int parse_baselines(const char *val, int *out, char *err, size_t errlen)
     return 0;
 }
 
+/* One "a.b.c.d/n" (n 1..32; host bits are masked off, so a node's own
+ * address with its prefix names its network). Returns 0 or -1. */
+static int parse_net(const char *text, size_t len, struct p2p_net *net)
+{
+    char buf[32], *slash, *end;
+    struct in_addr a;
+    if (len == 0 || len >= sizeof buf)
+        return -1;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    slash = strchr(buf, '/');
+    if (!slash || slash[1] < '0' || slash[1] > '9')
+        return -1;
+    *slash = '\0';
+    errno = 0;
+    long bits = strtol(slash + 1, &end, 10);
+    if (*end || errno || bits < 1 || bits > 32 || inet_pton(AF_INET, buf, &a) != 1)
+        return -1;
+    net->bits = (int)bits;
+    net->mask = (0xffffffffUL << (32 - bits)) & 0xffffffffUL;
+    net->addr = ntohl(a.s_addr) & net->mask;
+    return 0;
+}
+
+/* --tcp-networks: a comma list of networks into p2p_tcp_nets. A /0 would let
+ * raw TCP reach any address, so the prefix must name a network (1..32). */
+static int parse_tcp_networks(const char *val, char *err, size_t errlen)
+{
+    const char *p = val;
+    p2p_tcp_nnets = 0;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        if (p2p_tcp_nnets == P2P_MAX_TCP_NETS) {
+            snprintf(err, errlen, "p2p: --tcp-networks: more than %d networks in '%s'",
+                     P2P_MAX_TCP_NETS, val);
+            return 2;
+        }
+        if (parse_net(p, len, &p2p_tcp_nets[p2p_tcp_nnets])) {
+            snprintf(err, errlen, "p2p: --tcp-networks: '%.*s' is not an IPv4 network"
+                     " a.b.c.d/n with n from 1 to 32 (e.g. 10.1.0.0/16)", (int)len, p);
+            return 2;
+        }
+        p2p_tcp_nnets++;
+        p += len + (p[len] == ',');
+    }
+    if (!p2p_tcp_nnets) {
+        snprintf(err, errlen, "p2p: --tcp-networks: empty list");
+        return 2;
+    }
+    return 0;
+}
+
 /* --rma-op put|get|all, --rma-sync fence|pscw|flush|all (lower case). */
 static int parse_rma(const char *name, const char *val, struct options *o,
                      char *err, size_t errlen)
@@ -265,6 +325,7 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
     o->bind_self = 0;
     o->rma_op = -1;
     o->rma_sync = -1;
+    p2p_tcp_nnets = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
@@ -292,7 +353,8 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
             strcmp(name, "--min-time-ms") && strcmp(name, "--cache") &&
             strcmp(name, "--buffers") &&
             strcmp(name, "--transport") && strcmp(name, "--baselines") &&
-            strcmp(name, "--rma-op") && strcmp(name, "--rma-sync")) {
+            strcmp(name, "--rma-op") && strcmp(name, "--rma-sync") &&
+            strcmp(name, "--tcp-networks")) {
             snprintf(err, errlen, "p2p: unknown option '%s' (see --help)", a);
             return 2;
         }
@@ -376,6 +438,9 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
             }
         } else if (!strcmp(name, "--rma-op") || !strcmp(name, "--rma-sync")) {
             if (parse_rma(name, val, o, err, errlen))
+                return 2;
+        } else if (!strcmp(name, "--tcp-networks")) {
+            if (parse_tcp_networks(val, err, errlen))
                 return 2;
         } else if (!strcmp(name, "--baselines")) {
             if (parse_baselines(val, &o->baselines, err, errlen))

@@ -46,6 +46,17 @@ struct options {
     int rma_sync;         /* --rma-sync: enum rma_sync, or -1 for all */
 };
 
+/* --tcp-networks: IPv4 networks raw TCP (tr_tcp.c) may use between two hosts,
+ * besides 198.18.0.0/15; a site's nodes' own network (partition extras
+ * tcp_networks). opts.c fills the table, tr_tcp.c keeps to it. */
+#define P2P_MAX_TCP_NETS 8
+struct p2p_net {
+    unsigned long addr, mask; /* host byte order, addr & mask == addr */
+    int bits;
+};
+extern struct p2p_net p2p_tcp_nets[P2P_MAX_TCP_NETS];
+extern int p2p_tcp_nnets;
+
 /* Pair names in table order: send mode (Send, Isend, Ssend, Issend) major,
  * receive mode (Recv, Irecv) minor. Defined in tr_mpi.c. */
 extern const char *const p2p_pair_names[P2P_NPAIRS];

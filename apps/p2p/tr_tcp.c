@@ -9,9 +9,11 @@
  *             as the busy-polling progress engines of MPI libraries do.
  *
  * Where the bytes go: between two ranks of one host, loopback; between two
- * hosts, rank 0's address in 198.18.0.0/15 (the range the testbed's emulated
- * nodes use). Nothing else is ever contacted: without such an address the
- * transport reports itself unavailable. */
+ * hosts, rank 0's address in a network given with --tcp-networks (a site's
+ * nodes' own, from its configuration) or else in 198.18.0.0/15 (the range the
+ * testbed's emulated nodes use). Nothing else is ever contacted: without such
+ * an address the transport reports itself unavailable, and rank 1 refuses to
+ * connect to an address outside them. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "p2p.h"
 #include "transport.h"
 
 struct tcp_state {
@@ -40,22 +43,57 @@ static int benchmark_net(struct in_addr a)
     return (h >> 17) == ((198UL << 7) | (18UL >> 1));
 }
 
+/* Index of the --tcp-networks entry holding a, or -1. */
+static int configured_net(struct in_addr a)
+{
+    unsigned long h = ntohl(a.s_addr);
+    for (int k = 0; k < p2p_tcp_nnets; k++)
+        if ((h & p2p_tcp_nets[k].mask) == p2p_tcp_nets[k].addr)
+            return k;
+    return -1;
+}
+
+static int allowed(struct in_addr a)
+{
+    return configured_net(a) >= 0 || benchmark_net(a);
+}
+
+/* This host's address to listen on: one in the first configured network that
+ * holds one (the site named them in its order), else one in 198.18.0.0/15. */
 static int local_address(struct in_addr *out)
 {
     struct ifaddrs *ifa, *i;
-    int found = 0;
+    int best = P2P_MAX_TCP_NETS + 1;
     if (getifaddrs(&ifa) != 0)
         return 0;
-    for (i = ifa; i && !found; i = i->ifa_next)
+    for (i = ifa; i; i = i->ifa_next)
         if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
             struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-            if (benchmark_net(a)) {
+            int k = configured_net(a);
+            int rank = k >= 0 ? k : benchmark_net(a) ? P2P_MAX_TCP_NETS : best;
+            if (rank < best) {
                 *out = a;
-                found = 1;
+                best = rank;
             }
         }
     freeifaddrs(ifa);
-    return found;
+    return best <= P2P_MAX_TCP_NETS;
+}
+
+/* The networks allowed, for a refusal's message: "10.1.0.0/16, 198.18.0.0/15". */
+static void allowed_text(char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < p2p_tcp_nnets && used < len; k++) {
+        struct in_addr a = { htonl((uint32_t)p2p_tcp_nets[k].addr) };
+        char text[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &a, text, sizeof text);
+        used += (size_t)snprintf(buf + used, len - used, "%s/%d, ", text,
+                                 p2p_tcp_nets[k].bits);
+    }
+    if (used < len)
+        snprintf(buf + used, len - used, "198.18.0.0/15");
 }
 
 static int tune(int fd)
@@ -76,7 +114,7 @@ static int tcp_setup(struct tport *t, long maxsize, char *err, size_t errlen)
     int same_host = strcmp(host, other) == 0;
 
     /* Rank 0 listens and says where: {ok, address, port}. */
-    struct { int ok; struct in_addr addr; unsigned short port; char why[96]; } where;
+    struct { int ok; struct in_addr addr; unsigned short port; char why[144]; } where;
     memset(&where, 0, sizeof where);
     int lfd = -1;
     s->fd = -1;
@@ -87,10 +125,12 @@ static int tcp_setup(struct tport *t, long maxsize, char *err, size_t errlen)
         sa.sin_family = AF_INET;
         if (same_host)
             sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        else if (!local_address(&sa.sin_addr))
-            snprintf(where.why, sizeof where.why,
-                     "no address in 198.18.0.0/15 on %s: raw TCP goes to loopback or the "
-                     "testbed's own hosts only", host);
+        else if (!local_address(&sa.sin_addr)) {
+            char nets[64];
+            allowed_text(nets, sizeof nets);
+            snprintf(where.why, sizeof where.why, "no address in %s on %s: raw TCP goes "
+                     "to loopback or those networks only (--tcp-networks)", nets, host);
+        }
         if (!where.why[0]) {
             lfd = socket(AF_INET, SOCK_STREAM, 0);
             if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
@@ -108,6 +148,18 @@ static int tcp_setup(struct tport *t, long maxsize, char *err, size_t errlen)
         if (lfd >= 0)
             close(lfd);
         snprintf(err, errlen, "%s", where.why);
+        return -1;
+    }
+    /* Rank 1 keeps to its own options too, and says so before rank 0 waits in accept(). */
+    int go = me == 0 || same_host || allowed(where.addr);
+    if (!go)
+        snprintf(err, errlen, "rank 0 offered %s, outside the networks allowed (--tcp-networks)",
+                 inet_ntoa(where.addr));
+    if (!ctl_exchange_int(go) || !go) {
+        if (lfd >= 0)
+            close(lfd);
+        if (go)
+            snprintf(err, errlen, "rank 1 refused this address (its --tcp-networks differ)");
         return -1;
     }
     int ok = 1;

@@ -106,6 +106,9 @@ class PvmMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                                 '--samples', str(self.samples), '--min-time-ms',
                                 str(self.min_time_ms), '--baselines', 'tcp',
                                 '--stack', self.stack_name, '--bind-self']
+        if self.current_partition.extras.get('tcp_networks'):     # as P2PMatrix's
+            self.executable_opts += ['--tcp-networks',
+                                     ','.join(self.current_partition.extras['tcp_networks'])]
         if self.pack == 'double':
             self.executable_opts += ['--pvm-pack', 'double', '--pvm-send', 'send',
                                      '--pvm-recv', 'recv']
