@@ -1,7 +1,7 @@
 #!/usr/bin/env sh
 # make pull-images REGISTRY_URL=oras://ghcr.io/ORG [TAG=...]: on a cluster with Apptainer, pull
 # each stack's image, as pushed by .github/workflows/images.yml, into TESTBED_SIF_DIR, where
-# site/examples/slurm_cluster.py (TESTBED_PROVIDE=container) finds it. NOT RUN by the project:
+# `make site SIF_DIR=<that folder>` finds it (the image route). NOT RUN by the project:
 # no Apptainer and no registry on the machine where it was written.
 set -eu
 url=${REGISTRY_URL:?"set REGISTRY_URL, e.g. oras://ghcr.io/your-org"}
