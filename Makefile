@@ -1,6 +1,7 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
 .PHONY: setup test run list references summary report clean slowdown compare spread sweep generate \
-        cluster-up cluster-status cluster-down setup-images images images-run pull-images fresh-machine
+        cluster-up cluster-status cluster-down setup-images images images-run pull-images fresh-machine \
+        site
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
 	bash ci/setup.sh
@@ -8,8 +9,10 @@ setup:            ## install Debian packages, ReFrame and the PyPI stacks
 test:             ## the test command: set-up, pytest, quick ReFrame pass with references
 	bash ci/test.sh
 
-run: setup        ## everything in full on every stack, then on the emulated cluster; summaries
-	bash ci/suite.sh full; rc=$$?; bash ci/cluster.sh full || rc=1; exit $$rc
+run: setup        ## everything in full, then on the emulated cluster [STACKS=a,b FAMILY=p2p|peers|hpl|su3|startup|pvm|knobs|rma]
+	TESTBED_STACKS="$(STACKS)" bash ci/suite.sh full $(if $(FAMILY),-t $(FAMILY)); rc=$$?; \
+	TESTBED_CLUSTER_STACKS="$(STACKS)" bash ci/cluster.sh full $(if $(FAMILY),-t $(FAMILY)) || rc=1; \
+	exit $$rc
 
 list:             ## list the ReFrame checks for every stack
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && cd reframe && reframe -c tests -l
@@ -63,14 +66,21 @@ setup-images:     ## install podman, runc, mmdebstrap (Debian) for make images
 images: setup-images  ## the OCI image of every stack (containers/), STACKS=a,b for some; sizes
 	STACKS="$(STACKS)" bash ci/images.sh
 
-fresh-machine: setup-images  ## the test command from a fresh clone in RUNS (1) new bare Debian containers, one by one
-	bash ci/fresh_machine.sh $(or $(RUNS),1)
+fresh-machine: setup-images  ## the test command (or COMMAND="make run") from a fresh clone in RUNS (1) new bare Debian containers, one by one
+	$(if $(COMMAND),TESTBED_FRESH_COMMAND="$(COMMAND)") bash ci/fresh_machine.sh $(or $(RUNS),1)
 
 images-run:       ## p2p matrix (quick) on the host and inside each built image; container/host
 	bash ci/images_run.sh $(ARGS)
 
 pull-images:      ## on a cluster with Apptainer: pull every stack's image (REGISTRY_URL=oras://..., TAG)
 	sh ci/pull_images.sh
+
+# Variables, never edits of the file: each one given is passed on (site/make_site.py --help).
+SITE_VARS = ACCOUNT QOS RESERVATION PARTITIONS OUT PROVIDE MODULES SIF_DIR STAGEDIR AGENT NODES STACKS
+
+site:             ## on a Slurm login node: write its ReFrame configuration (site/generated/<cluster>-site.py) [ACCOUNT= QOS= RESERVATION= PARTITIONS= OUT= PROVIDE= MODULES= SIF_DIR= STAGEDIR= AGENT= NODES= STACKS=]
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 site/make_site.py \
+	    $(foreach v,$(SITE_VARS),$(if $($(v)),--$(subst _,-,$(shell echo $(v) | tr A-Z a-z))="$($(v))")) $(ARGS)
 
 cluster-up:       ## start the emulated cluster: NODES (2, up to 4), PROFILE (native|gige|10gige), MTU
 	python3 site/cluster/cluster.py up --nodes "$(or $(NODES),2)" --profile "$(or $(PROFILE),native)" --mtu "$(or $(MTU),1500)"

@@ -35,6 +35,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 TESTBED_REPO=$repo . "$repo/site/env.sh"
 profile=${1:-quick}; shift || true
+extra=("$@")     # more reframe options for every run (make run FAMILY=...: -t FAMILY)
 cluster="python3 $repo/site/cluster/cluster.py"
 case "$profile" in
   quick) stacks=${TESTBED_CLUSTER_STACKS:-mpich-4.0,openmpi-4.1}
@@ -56,6 +57,15 @@ case "$profile" in
          apps=(-n 'HplRun.*%grid=1x2' -n 'Su3Run.*%ranks=2') ;;
   *) echo "error: ci/cluster.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;
 esac
+# STACKS given (make run STACKS=...): the fallback and start-up runs keep to them too
+only_chosen() {
+    [ -z "$stacks" ] && { echo "$1"; return; }
+    local out=() s
+    for s in ${1//,/ }; do [[ ",$stacks," == *",$s,"* ]] && out+=("$s"); done
+    (IFS=,; echo "${out[*]}")
+}
+fallback=$(only_chosen "$fallback") shaped_fallback=$(only_chosen "$shaped_fallback")
+startup=$(only_chosen "$startup")
 # a comma list of stacks as ReFrame's environment selection (environment names hold no dots)
 environs_of() { echo "^($(echo "$1" | sed 's/\./_/g; s/,/|/g'))\$"; }
 environs=()
@@ -79,14 +89,14 @@ run_profile() {
     local report="$repo/reframe/reports/cluster-$prof-mtu$mtu.json"
     # No retries, one job at a time: the nodes share this machine's cores.
     reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
-        "${environs[@]}" "$@" -S P2PMatrix.samples="$samples" --report-file "$report" || rc=1
+        "${environs[@]}" "$@" "${extra[@]}" -S P2PMatrix.samples="$samples" --report-file "$report" || rc=1
     reports+=("$report")
     if [ -n "${with_fallback:-}" ]; then      # the stacks of the fallback launcher
         echo "== the same profile, the fallback launcher: $with_fallback"
         report="$repo/reframe/reports/cluster-$prof-mtu$mtu-fallback.json"
         reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
             -p "$(environs_of "$with_fallback")" -n "$sendrecv=quick" "${pvm[@]}" \
-            -S P2PMatrix.samples="$samples" -S PvmMatrix.samples="$samples" \
+            -S P2PMatrix.samples="$samples" -S PvmMatrix.samples="$samples" "${extra[@]}" \
             --report-file "$report" || rc=1
         reports+=("$report")
     fi
@@ -95,7 +105,7 @@ run_profile() {
         startup_report="$repo/reframe/reports/cluster-$prof-mtu$mtu-startup.json"
         reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
             -p "$(environs_of "$startup")" -n StartupTime -S StartupTime.np_list="$startup_np" \
-            -S StartupTime.repeats="$startup_repeats" --report-file "$startup_report" || rc=1
+            -S StartupTime.repeats="$startup_repeats" "${extra[@]}" --report-file "$startup_report" || rc=1
     fi
     $cluster down || rc=1
 }

@@ -18,9 +18,13 @@
 # container default, 64 MB, is smaller than what the MPI stacks map). The host's CA bundle and
 # PIP_* settings go in as a machine of this type has them (a site proxy with its own authority).
 # Run as root; only one run at a time on a 2-core machine, and nothing else measuring beside it.
+# TESTBED_FRESH_COMMAND (make fresh-machine COMMAND="make run") runs another of the README's
+# commands in the fresh clone instead of .ci/run (CI=true is set either way).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-${RUNS:-1}}
+command=${TESTBED_FRESH_COMMAND:-bash .ci/run}
+case $command in *\'*) echo "error: COMMAND: '$command' holds a single quote" >&2; exit 2;; esac
 out=${TESTBED_FRESH_DIR:-/var/tmp/mpi-testbed-fresh}
 pkgs=git,make,python3,ca-certificates
 image=localhost/mpi-testbed-fresh:bookworm
@@ -65,13 +69,14 @@ for i in $(seq 1 "$runs"); do
   mkdir -p "$keep"
   echo "== fresh machine $i of $runs: container $name, log $log"
   t0=$(date +%s)
+  echo "   command: $command"
   "${podman[@]}" run --rm --name "$name" --privileged --network host --hostname "fresh$i" \
       --shm-size "${shm_kib}k" --ulimit nofile=1024:4096 --ulimit nproc=4096:4096 \
       "${env_args[@]}" "${mounts[@]}" -v "$keep:/keep" "$image" \
       bash -c 'git config --global --add safe.directory /src &&
                git clone -q /src /root/mpi-testbed && cd /root/mpi-testbed &&
                echo "clone of $(git rev-parse --short HEAD)" || exit 1
-               bash .ci/run; rc=$?
+               '"$command"'; rc=$?
                cp -a reframe/reports /keep/ 2>/dev/null
                [ $rc -eq 0 ] || { find /var/tmp/mpi-testbed-root/stage reframe/output \( -name "*.out" -o \
                    -name "*.err" -o -name "*.log" -o -name "rfm_job.sh" \) -size -2M \

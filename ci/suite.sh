@@ -24,8 +24,12 @@
 #                       2 and 4 tasks (tests/pvm_matrix.py);
 #                       MPI one-sided Put/Get (fence, pscw, flush) beside Send-Recv at the same
 #                       sizes, 15 samples (tests/one_sided.py; reported, not asserted).
-#                       A missing portable reference fails the test. The peer comparison
-#                       (PeerCompare) runs in the full pass only: see docs/peers.md.
+#                       Our p2p beside IMB-MPI1 and NetPIPE on every stack a peer runs on
+#                       (PeerCompare, 3 rounds, more while a peer has fewer than 3 steady:
+#                       docs/peers.md), asserted within 10 % at 8 B, 1 KiB, 64 KiB, 1 MiB.
+#                       A missing portable reference fails the test where the machine has
+#                       rows (its type's or its own); a machine without any reports its figures
+#                       and says so (testbed/references.py notice).
 #   ci/suite.sh full    every range, default samples (30); missing references are reported
 # Extra arguments go to reframe (e.g. -p mpich-4_0 to pick one stack's environment).
 # Every run's report and summary are kept in reframe/archive/ (the last TESTBED_ARCHIVE_KEEP,
@@ -47,7 +51,9 @@ case "$profile" in
                -n KnobReach
                -n 'PvmMatrix.*%size_range=quick' -S PvmMatrix.samples=15
                -n PvmStartup -S PvmStartup.np_list=2,4 -S PvmStartup.repeats=3
-               -n OneSided -S OneSided.samples=15)
+               -n OneSided -S OneSided.samples=15
+               -n PeerCompare -S PeerCompare.rounds=3 -S PeerCompare.min_steady=3
+               -S PeerCompare.max_rounds=8)
          export TESTBED_REQUIRE_REFERENCES=${TESTBED_REQUIRE_REFERENCES:-1} ;;
   full)  args=() ;;
   *) echo "error: ci/suite.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;

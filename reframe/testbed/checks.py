@@ -633,6 +633,16 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
     figure_samples = variable(typ.Dict[str, typ.List[float]], value={})
     #: the project's commit the run was made from ('' outside a git checkout)
     testbed_commit = variable(str, value='')
+    #: figures whose same-job baseline did not hold: figure -> why; reported, not judged
+    not_held = variable(typ.Dict[str, str], value={})
+
+    def drop_judgement(self, figure, why):
+        """Report `figure` without judging it against its row: its same-job baseline did not
+        hold (moved during the run, or the figure beat a physical bound), so a verdict on it
+        would be a verdict on the machine's state. The summary lists it with `why`."""
+        self.not_held = {**self.not_held, figure: why}
+        for key in [k for k in self.reference if str(k).split(':')[-1] == figure]:
+            del self.reference[key]     # a ScopedDict: keys 'system:partition:variable'
 
     @run_after('setup')
     def load_references(self):
@@ -640,7 +650,11 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
         rec = machine.record()
         self.machine_type, self.machine_id = rec['machine_type'], rec['machine_id']
         self.machine_record = json.dumps(rec, sort_keys=True)
-        path = REFERENCES / self.reference_file
+        try:
+            paths = references.files_of(self.reference_file)
+        except references.ReferenceError as err:
+            raise ReframeError(str(err)) from None
+        path = paths[-1]
         every = self.perf_variable_names()
         # what this test looks up: `references update` writes rows for these only
         self.looked_up_variables = list(every)
@@ -650,7 +664,7 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
         names = [n for n in every if n not in self.report_only]
         try:        # read (and so validate) the file even when nothing will be asserted
             table, missing, _ = references.for_test(
-                path, self.current_system.name, self.current_partition.name, rec,
+                paths, self.current_system.name, self.current_partition.name, rec,
                 stack_of(self)[1].name, type(self).__name__, self.reference_case, names,
                 [n for n in self.portable_variables if n in names])
         except references.ReferenceError as err:
@@ -661,8 +675,11 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
             self.reference = {}
             return
         missing = [m for m in missing if m not in self.optional_portable]
+        # A machine with no row of its type nor of its own is new, not short of rows: its
+        # figures are reported, and the run asserts what holds everywhere (references.notice).
         if missing and (self.require_references or
-                        os.environ.get('TESTBED_REQUIRE_REFERENCES') == '1'):
+                        os.environ.get('TESTBED_REQUIRE_REFERENCES') == '1') and \
+                self.machine_has_rows(rec):
             raise ReframeError(
                 f'{path}: no reference for {self.current_partition.fullname} machine type '
                 f'{rec["machine_type"]} {stack_of(self)[1].name} {type(self).__name__} '
@@ -671,6 +688,13 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
 
     def perf_variable_names(self):
         return list(self.perf_variables) or ['latency', 'bandwidth']
+
+    @staticmethod
+    def machine_has_rows(rec):
+        try:
+            return references.has_rows(rec)
+        except references.ReferenceError as err:
+            raise ReframeError(str(err)) from None
 
     @staticmethod
     def portable_variable(name):

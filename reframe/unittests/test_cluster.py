@@ -188,12 +188,12 @@ def test_a_process_posing_as_a_slurmd_is_refused(clean):
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
         fakes.append(fake)
-        until(lambda: subprocess.run(['pgrep', '-x', '-f', f'slurmd -D -f {conf} -N {node}'],
-                                     stdout=subprocess.PIPE, text=True).stdout.strip(),
-              f'the job account\'s fake slurmd of {node}')
-        pids = subprocess.run(['pgrep', '-x', '-f', f'slurmd -D -f {conf} -N {node}'],
-                              stdout=subprocess.PIPE, text=True).stdout.split()
-        return [int(p) for p in pids if Path(f'/proc/{p}').stat().st_uid != 0][0]
+        def posing():      # the account's processes with that command line (not the node's)
+            pids = subprocess.run(['pgrep', '-x', '-f', f'slurmd -D -f {conf} -N {node}'],
+                                  stdout=subprocess.PIPE, text=True).stdout.split()
+            return [int(p) for p in pids if Path(f'/proc/{p}').stat().st_uid != 0]
+        until(posing, f'the job account\'s fake slurmd of {node}')
+        return posing()[0]
 
     def enter(node):
         return subprocess.run(as_account + ['sudo', '-n', '/run/mpi-testbed-cluster/enter-node',

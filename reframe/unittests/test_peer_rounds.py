@@ -47,3 +47,15 @@ def test_no_steady_round_or_no_floor_gives_no_verdict():
     moved = [rnd(1.0, 1.0, 0.045, 0.045 * STEADY * 1.01)] * 3
     assert paired_rounds(moved, 1.1) is None
     assert paired_rounds([rnd(1.0, 1.0, None, 0.045)], 1.1) is None
+
+
+def test_a_verdict_does_not_hold_where_a_sides_own_rounds_spread():
+    """One launch draws a state of its own: a peer at 0.19 us in two rounds and 0.5 us in three
+    says how many draws it got, not how it compares; no verdict then (HELD_SPREAD)."""
+    drawn = paired_rounds([rnd(0.50, 0.52), rnd(0.47, 0.20), rnd(0.56, 0.53), rnd(0.52, 0.19),
+                           rnd(0.49, 0.50)], 1.1)
+    assert not drawn['held'] and drawn['spread'] > 2.5
+    close = paired_rounds([rnd(1.0, 1.0), rnd(1.1, 1.05), rnd(0.95, 1.0)], 1.1)
+    assert close['held'] and close['agrees']
+    apart = paired_rounds([rnd(6.0, 8.0), rnd(6.2, 7.9), rnd(5.8, 8.1)], 1.1)
+    assert apart['held'] and not apart['agrees']       # a steady disagreement stays a failure

@@ -37,7 +37,8 @@ def reframe(workdir, *args, env=None):
     # figure is not a figure to assert. Reference files are still read and validated.
     full_env = dict(os.environ, RFM_CONFIG_FILES=str(REPO / 'site' / 'local.py'),
                     TESTBED_MEASURE_ONLY='1',
-                    TESTBED_RESULTS_DB=str(workdir / 'results.db'), **(env or {}))
+                    TESTBED_RESULTS_DB=str(workdir / 'results.db'))
+    full_env.update(env or {})      # a test's own settings win (TESTBED_MEASURE_ONLY=0)
     report = workdir / 'report.json'
     cmd = [rfm, '-c', 'tests', '-s', str(workdir / 'stage'), '-o', str(workdir / 'output'),
            '--perflogdir', str(workdir / 'perflogs'), '--report-file', str(report), *args]

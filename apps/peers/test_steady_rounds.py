@@ -1,0 +1,37 @@
+"""steady_rounds.py, which a PeerCompare job asks between rounds whether it may stop: a round
+counts when our launches around the peer's read the same 8-byte floor. No MPI needed."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import steady_rounds as sr  # noqa: E402
+
+
+def write_log(path, floor_us):
+    rec = {'transport': 'shm', 'size_bytes': 8, 'median_us': floor_us}
+    path.write_text('P2P-RUN {}\n' + f'P2P {json.dumps(rec)}\n')
+
+
+def test_rounds_count_where_the_floor_held(tmp_path):
+    # round 1 steady for both peers, round 2: the floor moved 5x during NetPIPE's launches
+    for tag, floor in (('p2p-r1', 0.16), ('p2p-shared-r1', 0.15), ('p2p-r2', 0.16),
+                       ('p2p-shared-r2', 0.17)):
+        write_log(tmp_path / f'{tag}.log', floor)
+    write_log(tmp_path / 'rfm_job.out', 0.03)          # p2p-r3: the job's own launch
+    got = sr.count(2, ['imb', 'netpipe'], 2.0, str(tmp_path / 'rfm_job.out'), str(tmp_path))
+    assert got == {'imb': 2, 'netpipe': 1}
+    assert sr.steady(0.16, 0.3, 2.0) and not sr.steady(0.16, 0.33, 2.0)
+    assert not sr.steady(None, 0.16, 2.0)               # a launch with no floor never counts
+
+
+def test_the_exit_status_says_whether_to_stop(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for tag in ('p2p-r1', 'p2p-shared-r1'):
+        write_log(tmp_path / f'{tag}.log', 0.16)
+    write_log(tmp_path / 'out', 0.16)
+    args = ['--rounds', '1', '--steady', '2.0', '--peers', 'imb,netpipe', '--last-log', 'out']
+    assert sr.main(args + ['--need', '1']) == 0
+    assert sr.main(args + ['--need', '2']) == 1
+    (tmp_path / 'p2p-shared-r1.log').write_text('no records: the launch failed\n')
+    assert sr.main(args + ['--need', '1']) == 1
