@@ -2,8 +2,9 @@
 # The emulated-cluster part of the test command (ci/test.sh) and of `make run-cluster`:
 #   ci/cluster.sh quick   2 nodes; native: the point-to-point matrix (12 modes, quick range:
 #                         8 B, 1 KiB, 64 KiB, 1 MiB) across the two nodes, KnobReach, HPL on a
-#                         1x2 grid (N 3600) and su3_rmd on 2 ranks (Isend), a rank on each
-#                         node (reported: the cluster has no references for them); then
+#                         1x2 grid (N 3600) and su3_rmd on 2 ranks (Isend, 20 of preset 1's 50
+#                         trajectories), a rank on each node (reported: the cluster has no
+#                         references for them); then
 #                         native, gige, 10gige and 10gige with MTU 9000: Send-Recv over the
 #                         quick range (8 B .. 1 MiB; on gige its 1 MiB must stay under the
 #                         rate). The large range on gige (200 kB .. 2 MB, 110 of the cluster's
@@ -21,12 +22,12 @@
 #                         (TESTBED_CLUSTER_SHAPED_FALLBACK_STACKS): PVM's matrix at 1 Gb/s took
 #                         90 of the cluster's 466 s on a fresh machine, for figures reported,
 #                         not asserted; `full` runs it.
-#                         On native, start-up against np (2, 4, 8 ranks over the two nodes):
-#                         TESTBED_CLUSTER_STARTUP_STACKS (openmpi-4.1 by srun, lam-7.1 by the
-#                         fallback; mpich-4.0's start-up program hangs in MPI_Finalize in some
-#                         launches, docs/cluster.md).
+#                         Start-up against np (reported only) runs in `full`, or where
+#                         TESTBED_CLUSTER_STARTUP_STACKS names stacks.
 #   ci/cluster.sh full    the same with every stack srun or the fallback can start and every
-#                         size range (PVM's matrix too).
+#                         size range (PVM's matrix too); on native, start-up against np (2 to
+#                         16 ranks over the two nodes; mpich-4.0's start-up program hangs in
+#                         MPI_Finalize in some launches, docs/cluster.md).
 # Each profile brings the cluster up and takes it down again (also on error or interrupt), then
 # site/cluster/profile_check.py prints MPI as a percentage of raw TCP and asserts that the
 # shaped profile's added latency shows. Reports: reframe/reports/cluster-<profile>.json, and all of
@@ -41,12 +42,13 @@ case "$profile" in
   quick) stacks=${TESTBED_CLUSTER_STACKS:-mpich-4.0,openmpi-4.1}
          fallback=${TESTBED_CLUSTER_FALLBACK_STACKS:-lam-7.1,pvm-3.4}
          shaped_fallback=${TESTBED_CLUSTER_SHAPED_FALLBACK_STACKS:-lam-7.1}
-         startup=${TESTBED_CLUSTER_STARTUP_STACKS:-openmpi-4.1,lam-7.1}
+         startup=${TESTBED_CLUSTER_STARTUP_STACKS-}      # reported only: `full` runs it
          startup_np=2,4,8 startup_repeats=3
          matrix=(-n 'P2PMatrix.*%size_range=quick') samples=15
          gige_ranges=quick
          pvm=(-n 'PvmMatrix.*%size_range=quick' -x 'PvmMatrix.*%route=daemon.*%pack=byte')
-         apps=(-n 'HplRun.*%grid=1x2' -S HplRun.n_list=3600 -n 'Su3Run.*%ranks=2.*%comm=isend') ;;
+         apps=(-n 'HplRun.*%grid=1x2' -S HplRun.n_list=3600 -n 'Su3Run.*%ranks=2.*%comm=isend'
+               -S Su3Run.trajectories=20) ;;
   full)  stacks=${TESTBED_CLUSTER_STACKS:-} fallback=${TESTBED_CLUSTER_FALLBACK_STACKS:-pvm-3.4}
          gige_ranges='(quick|large)'
          shaped_fallback=${TESTBED_CLUSTER_SHAPED_FALLBACK_STACKS:-$fallback}
@@ -57,9 +59,9 @@ case "$profile" in
          apps=(-n 'HplRun.*%grid=1x2' -n 'Su3Run.*%ranks=2') ;;
   *) echo "error: ci/cluster.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;
 esac
-# STACKS given (make run STACKS=...): the fallback and start-up runs keep to them too
+# TESTBED_CLUSTER_STACKS given (make run STACKS=...): the fallback and start-up runs keep to it
 only_chosen() {
-    [ -z "$stacks" ] && { echo "$1"; return; }
+    [ -z "${TESTBED_CLUSTER_STACKS:-}" ] && { echo "$1"; return; }
     local out=() s
     for s in ${1//,/ }; do [[ ",$stacks," == *",$s,"* ]] && out+=("$s"); done
     (IFS=,; echo "${out[*]}")

@@ -1,32 +1,17 @@
 #!/usr/bin/env bash
 # Run the ReFrame suite on the embedded default and print the summary table.
-#   ci/suite.sh quick   the README's test pass: p2p's 12 modes over the quick range (8 B,
-#                       1 KiB, 64 KiB, 1 MiB: the peers' sizes) with 15 samples per size;
-#                       HPL at N=7200 on the 1x2 grid,
-#                       HPL's panels (their sizes replayed over the kernel copy on one host,
-#                       the panels in the run over memcpy across nodes) reported, as su3's
-#                       exchange: rows of one VM and one evening so far; `make run` asserts them;
-#                       su3_rmd preset 1 on 2 ranks (speedup_busy and exchange_over_cma
-#                       reported, not asserted: a few seconds of the
-#                       VM's slow placement failed the speedup, docs/measurement.md; `make run`
-#                       asserts both) and its rank invariance over 1, 2 and 4 ranks.
-#                       `make run` only: HPL's 1x1 grid (one rank, no MPI to speak of: the
-#                       same BLAS on every stack) and the 4-rank Su3Run cases (oversubscribed:
-#                       nothing asserted but their sanity, which the invariance covers); they
-#                       were 55 and 52 s of a 382 s quick pass (2026-11-25); since 2026-11-27
-#                       also HPL's oversubscribed 2x2 grid (reported, never asserted; 26 s of
-#                       a 429 s quick pass, when two fresh machines in three took 1204 and
-#                       1221 s of the test command's 20 minutes);
-#                       start-up for np 2 and 4 with 3 warm launches;
-#                       KnobReach (the knobs reach the ranks); PVM's matrix on both routes,
-#                       bytes and doubles packed,
-#                       at 8 B, 1 KiB, 64 KiB and 1 MiB with 15 samples, and PVM's spawn of
-#                       2 and 4 tasks (tests/pvm_matrix.py);
-#                       MPI one-sided Put/Get (fence, pscw, flush) beside Send-Recv at the same
-#                       sizes, 15 samples (tests/one_sided.py; reported, not asserted).
-#                       Our p2p beside IMB-MPI1 and NetPIPE on every stack a peer runs on
-#                       (PeerCompare, 3 rounds, more while a peer has fewer than 3 steady:
-#                       docs/peers.md), asserted within 10 % at 8 B, 1 KiB, 64 KiB, 1 MiB.
+#   ci/suite.sh quick   the README's test pass, every stack: p2p's 12 modes over the quick
+#                       range (8 B, 1 KiB, 64 KiB, 1 MiB) with 15 samples per size; HPL at
+#                       N=7200 on the 1x2 grid (its panels reported; `make run` asserts them);
+#                       su3_rmd preset 1 on 2 ranks with Isend (its figures reported) and its
+#                       rank invariance over 1, 2 and 4 ranks; start-up for np 2 and 4;
+#                       KnobReach; PVM's matrix (both routes, bytes and doubles) and spawn;
+#                       our p2p beside one peer a stack
+#                       runs (IMB-MPI1 where it runs, else NetPIPE: PeerCompare, 5 rounds, more
+#                       while fewer than 3 are steady), within 10 % at the four sizes.
+#                       `make run` only: HPL's 1x1 and oversubscribed 2x2 grids, su3's Ssend
+#                       and 4-rank cases, MPI one-sided (reported), both peers (the choices and
+#                       their times: docs/verification.md, "the test command's budget").
 #                       A missing portable reference fails the test where the machine has
 #                       rows (its type's or its own); a machine without any reports its figures
 #                       and says so (testbed/references.py notice).
@@ -45,15 +30,14 @@ case "$profile" in
   quick) args=(-n 'P2P(Matrix|Stack).*%size_range=quick' -S P2PMatrix.samples=15
                -n 'HplRun.*%grid=1x2' -S HplRun.n_list=7200
                -S HplRun.report_only=panel_replay_over_cma,panel_posted_over_cma,panel_over_memcpy
-               -n 'Su3Run.*%ranks=2' -n Su3RankInvariance
+               -n 'Su3Run.*%ranks=2.*%comm=isend' -n Su3RankInvariance
                -S Su3Run.report_only=speedup_busy,exchange_over_cma,exchange_over_memcpy
                -n StartupTime -S StartupTime.np_list=2,4 -S StartupTime.repeats=3
                -n KnobReach
                -n 'PvmMatrix.*%size_range=quick' -S PvmMatrix.samples=15
                -n PvmStartup -S PvmStartup.np_list=2,4 -S PvmStartup.repeats=3
-               -n OneSided -S OneSided.samples=15
-               -n PeerCompare -S PeerCompare.rounds=3 -S PeerCompare.min_steady=3
-               -S PeerCompare.max_rounds=8)
+               -n '^PeerCompare' -S PeerCompare.rounds=5 -S PeerCompare.min_steady=3
+               -S PeerCompare.max_rounds=8 -S PeerCompare.one_peer=yes)
          export TESTBED_REQUIRE_REFERENCES=${TESTBED_REQUIRE_REFERENCES:-1} ;;
   full)  args=() ;;
   *) echo "error: ci/suite.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;

@@ -20,7 +20,7 @@ pytest_log=$(mktemp)
 trap 'rm -f "$marker" "$pytest_log"' EXIT
 
 echo "== pytest: the Python parts, bad input, leftover processes"
-python3 -m pytest -q -rfE reframe/unittests apps 2>&1 | tee "$pytest_log" || { status=1; failed_steps+=(pytest); }
+python3 -m pytest -q -rfE --durations=12 reframe/unittests apps 2>&1 | tee "$pytest_log" || { status=1; failed_steps+=(pytest); }
 t_pytest=$(date +%s)
 
 echo "== ReFrame quick pass over every stack (references asserted)"
