@@ -254,6 +254,22 @@ def test_a_figure_that_missed_its_reference_still_counts(tmp_path):
     assert float(rows[0]['upper']) > 0.2
 
 
+def test_a_figure_that_did_not_hold_makes_no_row(tmp_path):
+    """A figure whose same-job baseline moved (the test's not_held) was not judged, and
+    neither derive nor transfer takes it: HPL's efficiency in a job whose DGEMM baselines
+    read 72.2, 58.8 and 63.6 Gflop/s is no reading of the machine."""
+    reports = [fake_report(tmp_path, f'r{i}.json', f's{i}', {'c': v})
+               for i, v in enumerate([1.0, 1.01, 0.99])]
+    moved = json.loads(reports[2].read_text())
+    moved['runs'][0]['testcases'][0]['not_held'] = {'time_over_shm': 'baselines moved'}
+    moved['runs'][0]['testcases'][0]['perfvalues']['testbed-local:default:time_over_shm'][0] = 3.0
+    reports[2].write_text(json.dumps(moved))
+    rows, _ = references.derive(reports, min_runs=2)
+    ratio = [r for r in rows if r['variable'] == 'time_over_shm']
+    assert ratio and all(r['runs'] == 's0 s1' for r in ratio)
+    assert all(r['runs'] == 's0 s1 s2' for r in rows if r['variable'] == 'latency')
+
+
 def test_p2p_modes_are_asserted_through_their_median(tmp_path):
     """Reports of P2PMatrix only (no P2PStack yet): the twelve modes of a stack and range make
     one P2PStack figure, their median; P2PMatrix itself gets no row."""
