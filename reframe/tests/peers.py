@@ -318,17 +318,21 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
 
     def bounded(self, tag, line):
         """A launch line of the job, given the hang bound and as long again (the peers have no
-        watchdog of their own): one that overruns says so in a TB-HUNG record, which the hang
-        guard reads as for our programs, and ends the job, so a deadlocked library costs one
-        bound, not the case's time limit (testbed/hangs.py)."""
+        watchdog of their own): one that overruns, or whose watchdog ended it, says so in a
+        TB-HUNG record on the job's output, which the hang guard reads as for our programs,
+        and ends the job, so a deadlocked library costs one bound, not the case's time limit
+        (testbed/hangs.py)."""
         limit = hangs.timeout_s(self.hang_timeout_s)
         if not limit:
             return line
         record = shlex.quote('TB-HUNG ' + json.dumps(
             {'program': tag.split('-r')[0], 'rank': -1, 'call': f'{tag} launch',
              'phase': tag, 'stalled_s': 2 * limit}))
+        # 124 is also what our programs' own watchdog exits with: its record, in the launch's
+        # log, names the call; the bound's own record stands in only when there is none
         return (f'timeout -k 5 {2 * limit:g} {line} || {{ tb_rc=$?; if [ $tb_rc -eq '
-                f'{TIMED_OUT} ]; then echo {record}; echo {record} >&2; exit {TIMED_OUT}; fi; }}')
+                f'{TIMED_OUT} ]; then tb_r=$(grep -h -m1 "^TB-HUNG " {tag}.log) || '
+                f'tb_r={record}; echo "$tb_r"; echo "$tb_r" >&2; exit {TIMED_OUT}; fi; }}')
 
     def preload(self, stack, more=(), name='extra-sources'):
         """['--preload', LIB] built from the stack's extra sources (the fixes our own programs
