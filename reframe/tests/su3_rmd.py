@@ -427,6 +427,30 @@ class Su3Run(Su3Base):
         figures = [f for f in figures if f is not None]
         return sn.defer(min(figures) if figures else None)
 
+    @run_before('performance', always_last=True)
+    def speedup_busy_held(self):
+        """speedup_busy is reported, not judged (drop_judgement), where its baseline did not
+        hold: the two --alone baselines around the run disagree by more than the figure's own
+        band (the machine changed state during the job), or the speedup exceeds the run's rank
+        count (a 1-rank lattice split over N ranks that ran more than N times faster: the
+        baseline ran slow; seen on mpich-4.0's Isend case, 2.38 on 2 ranks, 2026-11-28)."""
+        if not self.busy_baseline or 'speedup_busy' not in self.perf_variables:
+            return
+        before = lower_quartile(self.trajs('alone.out'))
+        after = lower_quartile(self.trajs('alone_after.out'))
+        band = next((max(-math.log1p(ref[1]), math.log1p(ref[2]))
+                     for key, ref in self.reference.items()
+                     if str(key).split(':')[-1] == 'speedup_busy' and len(ref) >= 3), None)
+        moved = max(before, after) / min(before, after)
+        figure = sn.evaluate(self.speedup_busy())
+        if band is not None and math.log(moved) > band:
+            self.drop_judgement('speedup_busy', f'the --alone baselines moved {moved:.3f}x '
+                                f'({before * 1e3:.2f} and {after * 1e3:.2f} ms a trajectory), '
+                                f'beyond the {math.exp(band) - 1:.1%} the figure is judged to')
+        elif figure > self.num_tasks:
+            self.drop_judgement('speedup_busy', f'speedup {figure:.3f} above the {self.num_tasks}'
+                                f' ranks of the run: the baseline ran slow')
+
     @performance_function('ratio')
     def speedup_busy(self):
         """The 1-rank seconds per trajectory with every core of the run busy (--alone: each
