@@ -1,6 +1,7 @@
 """ReFrame building blocks shared by every test: the per-stack build fixture, the launch mixin
 that starts jobs the way the registry says, and the reference lookup."""
 import json
+import math
 import os
 import pwd
 import re
@@ -635,6 +636,13 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
     testbed_commit = variable(str, value='')
     #: figures whose same-job baseline did not hold: figure -> why; reported, not judged
     not_held = variable(typ.Dict[str, str], value={})
+
+    def band_of(self, figure):
+        """Half-width in log space of `figure`'s row here (the wider side), None without one."""
+        for key, ref in self.reference.items():
+            if str(key).split(':')[-1] == figure and len(ref) >= 3:
+                return max(-math.log1p(ref[1]), math.log1p(ref[2]))
+        return None
 
     def drop_judgement(self, figure, why):
         """Report `figure` without judging it against its row: its same-job baseline did not

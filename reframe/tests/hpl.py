@@ -224,7 +224,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         caps = {name: self._capacity(name) for name in self._baselines()}
         gflops = max(sn.evaluate(self._field(n, 'gflops', name))
                      for name in [None] + (['run_again.out'] if self.repeats_run else []))
-        eff = gflops / (cores * max(caps.values()) / self.baseline_cpus)
+        eff = gflops / (cores * sn.evaluate(self._dgemm_per_core()))
         w = self._efficiency_band(n)
         spread = max(caps.values()) / min(caps.values())
         if math.log(spread) > w:
@@ -237,10 +237,8 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     def _efficiency_band(self, n):
         """Half-width in log space of efficiency_N{n}'s row here, else the figure's floor."""
-        for key, ref in self.reference.items():
-            if str(key).split(':')[-1] == f'efficiency_N{n}' and len(ref) >= 3:
-                return max(-math.log1p(ref[1]), math.log1p(ref[2]))
-        return floor_of('HplRun', f'efficiency_N{n}', True)
+        band = self.band_of(f'efficiency_N{n}')
+        return band if band is not None else floor_of('HplRun', f'efficiency_N{n}', True)
 
     @sn.deferrable
     def _efficiency(self, n, cores):

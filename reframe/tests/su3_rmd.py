@@ -438,9 +438,7 @@ class Su3Run(Su3Base):
             return
         before = lower_quartile(self.trajs('alone.out'))
         after = lower_quartile(self.trajs('alone_after.out'))
-        band = next((max(-math.log1p(ref[1]), math.log1p(ref[2]))
-                     for key, ref in self.reference.items()
-                     if str(key).split(':')[-1] == 'speedup_busy' and len(ref) >= 3), None)
+        band = self.band_of('speedup_busy')
         moved = max(before, after) / min(before, after)
         figure = sn.evaluate(self.speedup_busy())
         if band is not None and math.log(moved) > band:
