@@ -218,8 +218,7 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         of the job's baselines (a load that touched one measurement was not on the machine
         HPL had); `why` is None where the figure can be judged, else why not: the baselines
         disagree by more than the figure's own band (the machine changed state during the
-        job: its capacity read 63.6, 66.8 and 87.2 Gflop/s within one job on a VM of this
-        type, docs/verification.md), or the efficiency is above 1 (HPL is DGEMM plus
+        job, docs/verification.md), or the efficiency is above 1 (HPL is DGEMM plus
         communication: above 1 a baseline ran slow, not the library fast)."""
         caps = {name: self._capacity(name) for name in self._baselines()}
         gflops = max(sn.evaluate(self._field(n, 'gflops', name))

@@ -267,8 +267,7 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
                                 '--baselines', 'shm']
                 elif 'imb' in self.peers:
                     # shm alone of the baselines, as in NetPIPE's layout: memcpy of 1 MiB
-                    # between our samples read ours 1.02x IMB at 1 MiB on intel-mpi-2021,
-                    # 0.97x without it (docs/peers.md)
+                    # between our samples moved ours at 1 MiB (docs/peers.md)
                     sampling = every_size + [
                         '--samples', str(max(3, self.samples // self.rounds)),
                         '--min-time-ms', f'{self.imb_sample_ms:g}', '--baselines', 'shm']

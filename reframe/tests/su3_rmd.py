@@ -433,7 +433,7 @@ class Su3Run(Su3Base):
         hold: the two --alone baselines around the run disagree by more than the figure's own
         band (the machine changed state during the job), or the speedup exceeds the run's rank
         count (a 1-rank lattice split over N ranks that ran more than N times faster: the
-        baseline ran slow; seen on mpich-4.0's Isend case, 2.38 on 2 ranks, 2026-11-28)."""
+        baseline ran slow; docs/verification.md)."""
         if not self.busy_baseline or 'speedup_busy' not in self.perf_variables:
             return
         before = lower_quartile(self.trajs('alone.out'))
