@@ -460,7 +460,8 @@ static void measure(struct run *r, struct channel *ch, int nch)
         tb_watchdog_at("setup", ch[c].mode, NULL, maxsize);
         int ok = ch[c].tp.setup(&ch[c].tp, maxsize, err, sizeof err) == 0;
         /* Both ranks must agree, or one would wait for the other forever. */
-        ok = ok && ctl_exchange_int(ok);
+        int partner_ok = ctl_exchange_int(ok);
+        ok = ok && partner_ok;
         ch[c].available = ok;
         snprintf(ch[c].why, sizeof ch[c].why, "%s", ok ? "" : err);
         ch[c].checked = 0;
@@ -468,7 +469,10 @@ static void measure(struct run *r, struct channel *ch, int nch)
             if (r->rank == 0)
                 fprintf(stderr, "p2p: transport %s cannot run: %s\n",
                         ch[c].tp.name, err[0] ? err : "the partner failed");
-            ctl_abort(2);
+            /* Both ranks agreed to stop: leave in order, for an abort's kill can
+             * drop rank 0's line before the launcher forwards it. */
+            ctl_finalize();
+            exit(2);
         }
     }
     for (int s = 0; s < o->nsizes; s++) {
