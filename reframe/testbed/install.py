@@ -183,12 +183,13 @@ def install_stack(stack, reg, home, updated):
     return install_stacks([stack], reg, home, updated)[stack.name]
 
 
-def install_stacks(stacks, reg, home, updated, builds_at_once=BUILDS_AT_ONCE):
+def install_stacks(stacks, reg, home, updated, builds_at_once=BUILDS_AT_ONCE, build=True):
     """Install `stacks` in turn, each as install_stack says, except that the source builds
     run side by side (builds_at_once), after every apt and pip step of every stack: a package
     that lands while a configure script looks would make the build depend on timing. The
     two-rank hellos run one at a time (two LAM universes of one process would share a session
-    name). Returns {stack name: (ok, why, seconds)}."""
+    name). With build=False a source stack is fetched and left for a later call (absent from
+    the result). Returns {stack name: (ok, why, seconds)}."""
     results, fetched = {}, []
     logs = Path(home) / 'logs'
     logs.mkdir(parents=True, exist_ok=True)
@@ -207,7 +208,11 @@ def install_stacks(stacks, reg, home, updated, builds_at_once=BUILDS_AT_ONCE):
             if ok:
                 why, tarball = origins.fetch_source(stack, home, logfile)
                 if not why:
-                    fetched.append((stack, logfile, t0, tarball))
+                    if build:
+                        fetched.append((stack, logfile, t0, tarball))
+                    else:
+                        log(f'{stack.name}: source fetched; built by a later call '
+                            '(--builds only)')
                     continue
                 ok = False
             log(f'{stack.name}: source build failed')
@@ -221,14 +226,14 @@ def install_stacks(stacks, reg, home, updated, builds_at_once=BUILDS_AT_ONCE):
                               'image on clusters, not by the embedded default')
         results[stack.name] = _finish(stack, reg, home, ok, why, proven, logfile, t0)
 
-    def build(stack, logfile, tarball):
+    def build_one(stack, logfile, tarball):
         try:
             return origins.build_fetched(stack, home, tarball, logfile)
         except Exception as err:        # one stack's failure never stops the others
             return False, f'build stopped: {type(err).__name__}: {err}', False
 
     with ThreadPoolExecutor(max_workers=max(1, builds_at_once)) as pool:
-        running = [(stack, logfile, t0, pool.submit(build, stack, logfile, tarball))
+        running = [(stack, logfile, t0, pool.submit(build_one, stack, logfile, tarball))
                    for stack, logfile, t0, tarball in fetched]
         for stack, logfile, t0, future in running:      # in registry order
             ok, why, cached = future.result()
@@ -261,6 +266,11 @@ def main(argv=None):
                     help='inside a container image (containers/, ci/images.sh): the stacks and '
                          'what they need to build and run, not the host-side tools (peers, '
                          'cluster, report browser, ReFrame, HPL source)')
+    # ci/test.sh builds the source stacks beside pytest: 'later' first, then 'only' at a low
+    # priority (a source build is minutes of idle cores while pytest runs one at a time)
+    ap.add_argument('--builds', choices=('now', 'later', 'only'), default='now',
+                    help="the source stacks' builds: now (default); later: every other step, "
+                         "the sources fetched; only: the source stacks' builds and hellos")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print('error: the set-up installs packages and creates an account: run it as root',
@@ -269,6 +279,8 @@ def main(argv=None):
     try:
         reg = registry.load(args.registry)
         stacks = reg.select(args.stacks, source='--stacks')
+        if args.builds == 'only':
+            stacks = [s for s in stacks if s.origin == 'source']
     except registry.RegistryError as err:
         print(f'error: {err}', file=sys.stderr)
         return 2
@@ -294,25 +306,29 @@ def main(argv=None):
     if args.image:
         # an image runs ranks; the host keeps the tools that drive and judge them
         steps = [s for s in steps if s[0] in ('base packages', f'account {reg.run_as}')]
+    if args.builds == 'only':
+        steps = []      # the call with --builds later made them
     for step, action in steps:
         ok, why = action(logs / 'base.log')
         if not ok:
             print(f'error: set-up step "{step}" failed: {why} (log: {logs / "base.log"})',
                   file=sys.stderr)
             return 1
-    timings['base'] = time.monotonic() - t0
-    log(f'base packages, ReFrame ({REFRAME_PIN}) and account {reg.run_as}: '
-        f'{timings["base"]:.0f} s')
+    if steps:
+        timings['base'] = time.monotonic() - t0
+        log(f'base packages, ReFrame ({REFRAME_PIN}) and account {reg.run_as}: '
+            f'{timings["base"]:.0f} s')
 
     failed = []
-    for name, (ok, _, seconds) in install_stacks(stacks, reg, home, updated).items():
+    done = install_stacks(stacks, reg, home, updated, build=args.builds != 'later')
+    for name, (ok, _, seconds) in done.items():
         timings[name] = seconds     # the source builds' overlap: each counts its own wait
         if not ok:
             failed.append(name)
 
     # HPL 2.0 comes from Debian's hpcc source package, checked against its .dsc checksum.
     # (An image needs none: HPL is built on the host against the same stack.)
-    if not args.image:
+    if not args.image and args.builds != 'only':
         t0 = time.monotonic()
         logfile = logs / 'hpl-source.log'
         logfile.write_text('')
@@ -322,15 +338,24 @@ def main(argv=None):
         log(f'HPL source (Debian hpcc): {"verified" if ok else "FAILED: " + why}')
 
     total = time.monotonic() - started
-    timings['total'] = total
     # Another registry (site/versions.toml: ci/sweep.sh) keeps its own record, so a sweep
     # never overwrites the timings of the default set-up.
-    times = 'setup-times.json' if Path(reg.path).resolve() == registry.DEFAULT_FILE else \
-        f'setup-times-{Path(reg.path).stem}.json'
-    (home / times).write_text(json.dumps(
-        {k: round(v, 1) for k, v in timings.items()}, indent=1) + '\n')
-    log(f'set-up done in {total:.0f} s; {len(stacks) - len(failed)} of {len(stacks)} stacks '
-        f'installed' + (f'; failed: {", ".join(failed)}' if failed else ''))
+    times = home / ('setup-times.json' if Path(reg.path).resolve() == registry.DEFAULT_FILE
+                    else f'setup-times-{Path(reg.path).stem}.json')
+    if args.builds == 'only':       # the builds' own times join those of the call before
+        try:
+            timings = {**json.loads(times.read_text()), **timings,
+                       'builds': total}
+        except (OSError, ValueError):
+            timings['builds'] = total
+    else:
+        timings['total'] = total
+    times.write_text(json.dumps({k: round(v, 1) for k, v in timings.items()}, indent=1) + '\n')
+    later = len(stacks) - len(done)
+    log(f'{"builds" if args.builds == "only" else "set-up"} done in {total:.0f} s; '
+        f'{len(done) - len(failed)} of {len(stacks)} stacks installed'
+        + (f'; {later} to build (--builds only)' if later else '')
+        + (f'; failed: {", ".join(failed)}' if failed else ''))
     return 0
 
 

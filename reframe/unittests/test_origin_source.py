@@ -159,3 +159,17 @@ features = ["mpi"]
     results = install.install_stacks(list(reg.stacks.values()), reg, tmp_path, [True],
                                      builds_at_once=1)
     assert not results['one-1'][0] and 'two never started' in results['one-1'][1]
+
+
+def test_builds_later_fetches_now_and_builds_in_the_second_call(home, monkeypatch):
+    """ci/test.sh: `--builds later` before pytest, `--builds only` beside it."""
+    reg = registry_with(home, ['--with-device=ch3:sock'])
+    stack = reg.stacks['fake-1']
+    monkeypatch.setattr(install, 'apt_install', lambda pkgs, logfile, updated: (True, ''))
+    monkeypatch.setattr(install.shutil, 'which', lambda name: name)   # the fake has no mpicc
+    monkeypatch.setattr(origins, 'hello', lambda stack, run_as, logfile: '')
+    assert install.install_stacks([stack], reg, home, [True], build=False) == {}
+    assert not (Path(stack.prefix) / origins.STAMP).exists()
+    assert {n: r[:2] for n, r in install.install_stacks([stack], reg, home, [True]).items()} \
+        == {'fake-1': (True, '')}
+    assert (Path(stack.prefix) / 'flags').read_text() == '--with-device=ch3:sock\n'
