@@ -7,6 +7,7 @@ the field that is wrong.
 import os
 import re
 import shlex
+import sysconfig
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,6 +125,11 @@ class Stack:
     source: str = ''
     #: origin source: the project's patches (paths relative to the repository), in order
     patches: tuple = ()
+    #: peer benchmarks that run on this stack (PEER_PROGRAMS), in the order tests prefer
+    #: them: {peer: {soname the peer asks for: this stack's file}} (tests/peers.py)
+    peers: dict = field(default_factory=dict)
+    #: MPI calls this stack must not be asked to make (SKIPPABLE_CALLS): {call: why}
+    skip_calls: dict = field(default_factory=dict)
 
     @property
     def environ(self):
@@ -226,6 +232,27 @@ def _str_table(path, where, value):
     return dict(value)
 
 
+_SONAME = re.compile(r'lib[A-Za-z0-9_+-]+\.so(\.[0-9]+)*')
+
+
+def _libraries(path, where, value, prefix):
+    """A peer's libraries: "libmpi.so.12" = "{prefix}/lib/libmpi.so.12", an absolute file
+    once {prefix} (the stack's) and {multiarch} (Debian's library directory) are set."""
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        _fail(path, where, f'expected a table "soname" = "file", got {value!r}')
+    out = {}
+    for soname, file in value.items():
+        if not _SONAME.fullmatch(soname):
+            _fail(path, f'{where}.{soname}', 'not a shared library name (e.g. libmpi.so.12)')
+        file = _text(path, f'{where}.{soname}', file).replace('{prefix}', prefix) \
+            .replace('{multiarch}', MULTIARCH_LIB)
+        if not os.path.isabs(file):
+            _fail(path, f'{where}.{soname}', f'{file!r} is not an absolute path (use {{prefix}} '
+                  'or {multiarch})')
+        out[soname] = file
+    return out
+
+
 def _knob(path, where, name, raw):
     if not isinstance(raw, dict):
         _fail(path, where, f'expected a table, got {raw!r}')
@@ -262,8 +289,18 @@ def _knob(path, where, name, raw):
 REQUIRED = ('family', 'origin', 'cc', 'launcher')
 OPTIONAL = ('launcher_options', 'env', 'features', 'boot', 'halt', 'wipe', 'extra_sources',
             'self_bind', 'knobs', 'srun_mpi', 'fallback_env', 'fallback_hostline', 'configure',
-            'version', *ORIGIN_ONLY)
+            'version', 'peers', 'skip_calls', *ORIGIN_ONLY)
 SRUN_MPI = ('pmi2', 'pmix')
+# The peer benchmarks: IMB-MPI1 (the Intel MPI wheel's) and Debian's NetPIPE modules.
+PEER_PROGRAMS = ('imb', 'NPmpich2', 'NPopenmpi', 'NPlam')
+# A stack with the MPICH ABI and no peers field runs IMB and NetPIPE's MPICH module on its own
+# libmpi.so.12 (the MPICH ABI shared by MPICH, Intel MPI and MVAPICH2).
+MPICH_ABI_PEERS = {'imb': {'libmpi.so.12': '{prefix}/lib/libmpi.so.12'},
+                   'NPmpich2': {'libmpich.so.12': '{prefix}/lib/libmpi.so.12'}}
+# Calls a test asks of a stack that a stack may decline (tests/one_sided.py's flush mode).
+SKIPPABLE_CALLS = ('MPI_Win_flush',)
+# {multiarch}: Debian's library directory (/usr/lib/x86_64-linux-gnu), for Debian stacks' peers
+MULTIARCH_LIB = f"/usr/lib/{sysconfig.get_config_var('MULTIARCH') or 'x86_64-linux-gnu'}"
 
 
 def _stack(path, name, raw, prefix_root):
@@ -326,6 +363,22 @@ def _stack(path, name, raw, prefix_root):
         if feature.startswith('no-') and feature[3:] not in TEST_FAMILIES:
             _fail(path, f'{where}.features[{i}]', f'{feature!r} opts out of no test family '
                   f'(no-FAMILY, FAMILY one of {", ".join(TEST_FAMILIES)})')
+    peers_raw = raw.get('peers', MPICH_ABI_PEERS if 'mpich-abi' in features else {})
+    if not isinstance(peers_raw, dict):
+        _fail(path, f'{where}.peers', f'expected a table of peers, got {peers_raw!r}')
+    peers = {}
+    for peer, libs in peers_raw.items():
+        if peer not in PEER_PROGRAMS:
+            _fail(path, f'{where}.peers.{peer}', f'unknown peer (one of '
+                  f'{", ".join(PEER_PROGRAMS)})')
+        peers[peer] = _libraries(path, f'{where}.peers.{peer}', libs, prefix)
+    skip_calls = _str_table(path, f'{where}.skip_calls', raw.get('skip_calls', {}))
+    for call, why in skip_calls.items():
+        if call not in SKIPPABLE_CALLS:
+            _fail(path, f'{where}.skip_calls.{call}', f'not a call any test skips (one of '
+                  f'{", ".join(SKIPPABLE_CALLS)})')
+        if not why.strip():
+            _fail(path, f'{where}.skip_calls.{call}', 'say why the stack skips it')
     knobs_raw = raw.get('knobs', {})
     if not isinstance(knobs_raw, dict):
         _fail(path, f'{where}.knobs', f'expected a table, got {knobs_raw!r}')
@@ -353,7 +406,7 @@ def _stack(path, name, raw, prefix_root):
         configure=_str_list(path, f'{where}.configure', raw.get('configure', [])),
         version=_str(path, f'{where}.version', raw['version']) if 'version' in raw else '',
         source=_str(path, f'{where}.source', raw['source']) if 'source' in raw else '',
-        patches=patches,
+        patches=patches, peers=peers, skip_calls=skip_calls,
     )
 
 

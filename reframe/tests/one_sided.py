@@ -58,16 +58,12 @@ class OneSided(StackLaunch, rfm.RunOnlyRegressionTest):
     def name_case(self):
         self.reference_case = f'{self.sync}/quick'
 
-    #: stacks where flush does not run, and why (measured here: docs/one-sided.md)
-    FLUSH_SKIP = {'lam': 'LAM 7.1 has MPI-2 one-sided only: no MPI_Win_lock_all/MPI_Win_flush',
-                  'mpich-4.0': 'hangs on MPICH 4.0.2 over UCX: both ranks wait for the '
-                               'notification forever (not yet understood)'}
-
     @run_after('setup')
     def place_ranks(self):
         self.spread_over_nodes()
         stack = stack_of(self)[1]
-        why = self.FLUSH_SKIP.get(stack.family) or self.FLUSH_SKIP.get(stack.name)
+        # the stack's skip_calls in site/stacks.toml (why: docs/one-sided.md)
+        why = stack.skip_calls.get('MPI_Win_flush')
         self.skip_if(self.sync == 'flush' and why is not None, f'flush: unsupported: {why}')
 
     @run_before('run')

@@ -27,11 +27,11 @@ in mid-job. The verdict is the median over the steady rounds (at least min_stead
 while a peer has fewer, the job runs another round, up to max_rounds (apps/peers/
 steady_rounds.py asks between rounds), so a machine that moves costs rounds, not the verdict.
 
-Peers (PEERS): IMB-MPI1 from the Intel MPI wheel on intel-mpi-2021 and, through the MPICH ABI
-(libmpi.so.12 = libmpich.so.12), on mpich-4.0 and mpich-5.0; Debian's NPmpich2 on the same
-three, NPopenmpi on openmpi-4.1 and, through the libmpi.so.40 ABI Open MPI 5 kept, on
-openmpi-5.0; NPlam on lam-7.1, with the stack's extra sources (LAM's zero-length iovec fix)
-preloaded. So every stack of the registry has a peer; a stack missing from PEERS is skipped.
+Peers (each stack's `peers` in site/stacks.toml): IMB-MPI1 from the Intel MPI wheel on
+intel-mpi-2021 and, through the MPICH ABI (libmpi.so.12 = libmpich.so.12), on every MPICH-ABI
+stack; Debian's NPmpich2 on the same, NPopenmpi on openmpi-4.1 and, through the libmpi.so.40
+ABI Open MPI 5 kept, on openmpi-5.0; NPlam on lam-7.1, with the stack's extra sources (LAM's
+zero-length iovec fix) preloaded. A stack without peers is skipped, saying so.
 Each rank records the MPI library it resolves (pin_exec.py): a peer must load the very file
 our p2p loads.
 
@@ -50,7 +50,6 @@ import pwd
 import shlex
 import subprocess
 import sys
-import sysconfig
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -75,20 +74,9 @@ ASSERTED = SIZES
 FACTOR = 1.10
 # Debian's python: the job account cannot read root's own interpreters.
 PYTHON = '/usr/bin/python3'
-DEB_LIB = f"/usr/lib/{sysconfig.get_config_var('MULTIARCH') or 'x86_64-linux-gnu'}"
 IMB = '{intel}/bin/IMB-MPI1'
-# stack: {peer: (program, {soname the program needs: the stack's library that provides it})}
-MPICH_ABI = {'imb': (IMB, {'libmpi.so.12': '{prefix}/lib/libmpi.so.12'}),
-             'netpipe': ('NPmpich2', {'libmpich.so.12': '{prefix}/lib/libmpi.so.12'})}
-PEERS = {
-    'mpich-4.0': {'imb': (IMB, {'libmpi.so.12': f'{DEB_LIB}/libmpich.so.12'}),
-                  'netpipe': ('NPmpich2', {})},
-    'mpich-5.0': MPICH_ABI,
-    'intel-mpi-2021': MPICH_ABI,
-    'openmpi-4.1': {'netpipe': ('NPopenmpi', {})},
-    'openmpi-5.0': {'netpipe': ('NPopenmpi', {'libmpi.so.40': '{prefix}/lib/libmpi.so.40'})},
-    'lam-7.1': {'netpipe': ('NPlam', {})},
-}
+# site/stacks.toml's peers: a NetPIPE module (NP...) or imb
+KIND = {'imb': 'imb', 'NPmpich2': 'netpipe', 'NPopenmpi': 'netpipe', 'NPlam': 'netpipe'}
 # What of ours each peer is compared with: the same statistic as the peer prints.
 OURS = {'imb': 'mean_us', 'netpipe': 'min_us'}
 NAMES = {'imb': 'IMB t_avg', 'netpipe': 'NetPIPE time'}
@@ -184,12 +172,17 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
     @run_after('setup')
     def choose_peers(self):
         reg, stack = stack_of(self)
-        self.skip_if(stack.name not in PEERS, f'no peer benchmark runs on {stack.name}')
+        self.skip_if(not stack.peers, f'no peer benchmark runs on {stack.name} (its peers in '
+                     'site/stacks.toml)')
         self.peers = {}
-        chosen = list(PEERS[stack.name].items())[:1 if self.one_peer else None]
-        for peer, (program, needs) in chosen:
-            program = program.format(intel=reg.stacks['intel-mpi-2021'].prefix)
-            needs = {k: v.format(prefix=stack.prefix) for k, v in needs.items()}
+        chosen = list(stack.peers.items())[:1 if self.one_peer else None]
+        for name, needs in chosen:
+            peer = KIND[name]
+            if peer == 'imb' and 'intel-mpi-2021' not in reg.stacks:
+                raise ReframeError(f'imb on {stack.name}: IMB-MPI1 comes from the '
+                                   'intel-mpi-2021 stack, which the registry does not hold')
+            program = IMB.format(intel=reg.stacks['intel-mpi-2021'].prefix) \
+                if peer == 'imb' else name
             missing = [p for p in (program, *needs.values())
                        if os.path.isabs(p) and not os.path.exists(p)]
             if missing:

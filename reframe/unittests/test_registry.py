@@ -99,6 +99,16 @@ launcher = ["mpiexec.x", "-n", "{ntasks}"]
      'must contain {host}'),
     (lambda t: t + 'fallback_hostline = "{host}/s;x"\n', 'stacks.x-1.0.fallback_hostline',
      'only letters, digits'),
+    # per-stack facts: peers and calls a stack skips
+    (lambda t: t + 'peers = { NPfoo = {} }\n', 'stacks.x-1.0.peers.NPfoo', 'unknown peer'),
+    (lambda t: t + 'peers = { imb = { "libmpi.so.12" = "lib/libmpi.so.12" } }\n',
+     'stacks.x-1.0.peers.imb.libmpi.so.12', 'not an absolute path'),
+    (lambda t: t + 'peers = { imb = { "mpi" = "/x" } }\n', 'stacks.x-1.0.peers.imb.mpi',
+     'not a shared library name'),
+    (lambda t: t + 'skip_calls = { MPI_Send = "no" }\n', 'stacks.x-1.0.skip_calls.MPI_Send',
+     'not a call any test skips'),
+    (lambda t: t + 'skip_calls = { MPI_Win_flush = " " }\n',
+     'stacks.x-1.0.skip_calls.MPI_Win_flush', 'say why'),
 ])
 def test_malformed_entry_names_file_and_field(tmp_path, edit, field, message):
     path = tmp_path / 'stacks.toml'
@@ -229,3 +239,18 @@ def test_fallback_launch_writes_the_host_file_line_once(tmp_path):
     assert fallback_launch(test, reg, stack, 2) == ['mpiexec.x', '-n', '2']
     assert test.prerun_cmds == [stack.fallback_hostfile_command('fallback-hosts'), 'echo first']
     assert test.env_vars['X_HOSTS'].endswith('fallback-hosts')
+
+
+def test_an_mpich_abi_stack_gets_imb_and_netpipe_on_its_own_library(tmp_path):
+    # a site's MVAPICH2 declared by one entry gets the peers every MPICH-ABI stack runs
+    path = tmp_path / 'stacks.toml'
+    path.write_text(GOOD.replace('origin = "debian"\npackages = ["x"]',
+                                 'origin = "prefix"\nprefix = "/opt/mv2"') +
+                    'features = ["mpi", "mpich-abi"]\n')
+    stack = registry.load(path).stacks['x-1.0']
+    assert stack.peers == {'imb': {'libmpi.so.12': '/opt/mv2/lib/libmpi.so.12'},
+                           'NPmpich2': {'libmpich.so.12': '/opt/mv2/lib/libmpi.so.12'}}
+    path.write_text(path.read_text() + 'peers = {}\n')          # none, said explicitly
+    assert registry.load(path).stacks['x-1.0'].peers == {}
+    path.write_text(GOOD)
+    assert registry.load(path).stacks['x-1.0'].peers == {}
