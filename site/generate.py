@@ -31,72 +31,26 @@ APPS_EXTRA_SOURCES = {'lam-mpi': ('common/lam_iovec_fix.c',)}
 BASE_IMAGE = 'localhost/mpi-testbed-base:bookworm'
 OCI_DIR = '/var/tmp/mpi-testbed-oci'     # podman save writes here, apptainer build reads here
 
-# The stacks whose configure flags were read on the embedded default (2026-11-23). For each:
-# the Spack package, the real version, and every variant with the flag or output it mirrors.
-# docs/spack-and-containers.md quotes the same lines in full.
+# The long reason of a "(newer)" row of a stack's spack_build (site/stacks.toml).
 NEWER = ('{what} is newer than builtin packages v2025.11.0 and than the newest snapshot of '
          'them reachable here (2026-07-01): pinned with @= it concretizes (Spack 1.1 takes an '
          'exact version its recipe does not list), but spack install will not fetch it '
          'without a checksum: add a version() with the release\'s sha256 in spack-envs/repo, '
          'or a newer builtin repository that lists it')
-KNOWN = {
-    'mpich-4.0': ('mpich', '4.0.2', 'mpichversion (Debian mpich 4.0.2-3+b1)', [
-        ('device=ch4', '"MPICH Device: ch4:ucx", --with-device=ch4:ucx'),
-        ('netmod=ucx', '--with-device=ch4:ucx (also --with-libfabric=/usr, unused by ch4:ucx)'),
-        ('+slurm', '--with-slurm=/usr'),
-        ('+hwloc', '--with-hwloc-prefix=/usr (an external hwloc)'),
-        ('datatype-engine=dataloop', '--without-yaksa'),
-        ('+fortran', '--enable-fortran=all'),
-        ('~wrapperrpath', '--disable-wrapper-rpath'),
-    ]),
-    'openmpi-4.1': ('openmpi', '4.1.4', 'ompi_info (Debian openmpi-bin 4.1.4-3+b1)', [
-        ('fabrics=none', "Debian also built '--with-verbs' '--with-libfabric' '--with-psm' "
-                         "'--with-psm2' '--with-ucx', but the knobs pin pml ob1 with "
-                         'btl self,vader|tcp, which fabrics=none keeps'),
-        ('schedulers=slurm', "'--with-slurm'"),
-        ('+legacylaunchers', 'with schedulers=slurm on 4.x, else mpirun is a stub '
-                             '(the launcher here is mpirun)'),
-        ('^pmix@4.2.2', "'--with-pmix=/usr/lib/x86_64-linux-gnu/pmix2' (the external below)"),
-    ]),
-    'lam-7.1': ('lam-mpi', '7.1.4', 'laminfo (Debian lam-runtime 7.1.4-7+b1)', [
-        ('rpi=sysv', '"SSI rpi: crtcp lamd sysv tcp usysv", sysv has the top priority (75): '
-                     'Debian\'s default; the transport knob passes -ssi rpi anyway'),
-        ('rsh=ssh', '"boot_rsh_agent" default "/usr/bin/rsh": no node has rsh, and the '
-                    'testbed boots only the local node, so ssh for a multi-node lamboot'),
-        ('+romio', '"ROMIO support: yes"'),
-        ('+fortran', '"Fortran bindings: yes"'),
-    ]),
-    'mpich-5.0': ('mpich', '5.0.2', 'mpichversion (PyPI mpich==5.0.2)', [
-        ('(left)', NEWER.format(what='MPICH 5.0.2 ("Release date: Fri Sep 25 ... 2026")')),
-        ('device=ch4', '"MPICH Device: ch4:ucx ofi", --with-device=ch4:ucx,ofi'),
-        ('netmod=ofi', 'Spack builds one netmod; ofi because the tcp knob selects '
-                       'MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp'),
-        ('~slurm', 'no --with-slurm in the wheel\'s configure line'),
-    ]),
-    'openmpi-5.0': ('openmpi', '5.0.11', 'ompi_info (PyPI openmpi==5.0.11)', [
-        ('(left)', NEWER.format(what='Open MPI 5.0.11 ("release date: Sep 16, 2026")')),
-        ('fabrics=none', "the wheel has '--with-ucx' '--with-ofi', but the knobs pin pml ob1 "
-                         'with btl self,sm|tcp, which fabrics=none keeps'),
-        ('schedulers=slurm', 'not in the wheel\'s configure line; the registry\'s '
-                             'srun_mpi = "pmix" needs srun to start the ranks'),
-        ('+internal-pmix', "the wheel's '--with-pmix=internal' '--with-prrte=internal'. Not "
-                           "the host's PMIx: Spack's openmpi@5 (and its prrte) needs "
-                           'pmix@4.2.4:, newer than the host\'s 4.2.2 (concretizer, '
-                           'docs/spack-and-containers.md); srun --mpi=pmix then relies on '
-                           'PMIx\'s cross-version compatibility (not run here)'),
-    ]),
-    'pvm-3.4': ('pvm', '3.4.6', 'pvm3.h PVM_VER (Debian pvm-dev 3.4.6-5)', [
-        ('(no variants)', "Spack's pvm recipe has none; Debian builds the same 3.4.6 source"),
-    ]),
-    'intel-mpi-2021': ('intel-oneapi-mpi', '2021.19.0', 'impi_info (PyPI impi-devel==2021.19.0)', [
-        # a binary release: nothing to configure; what it can reach is runtime choice
-        ('(no variants)', 'impi_info: "I_MPI_FABRICS=<ofi|shm:ofi>"; the registry runs shm only'),
-        ('(left)', NEWER.format(what='Intel MPI 2021.19.0 (builtin lists up to 2021.17.0; '
-                                     'its installer\'s URL cannot be guessed either)')),
-    ]),
-}
 
-# A stack not listed above and without configure flags gets its family's plain choices (the
+
+def known_choices(stack):
+    """(package, version, where the flags were read, [(variant, why)]) from the stack's
+    spack_build in the registry, "(newer)" rows spelled out; None without one."""
+    build = stack.spack_build
+    if not build:
+        return None
+    choices = [('(left)', NEWER.format(what=why)) if variant == '(newer)' else (variant, why)
+               for variant, why in build['variants']]
+    return build['package'], build['version'], build['read_from'], choices
+
+
+# A stack without spack_build and without configure flags gets its family's plain choices (the
 # package of a stack with flags comes from the registry's table spack_variants.<family>).
 FAMILY = {
     'mpich': ('mpich', ['device=ch4', 'netmod=ofi']),
@@ -121,13 +75,14 @@ def flag_choices(reg, stack):
 def stack_spec(reg, stack):
     """(spec, [(variant, why)], where the choices come from) for one stack."""
     version = stack_version(stack)
-    if stack.configure and stack.name not in KNOWN:
+    known = known_choices(stack)
+    if stack.configure and not known:
         package, choices = flag_choices(reg, stack)
         variants = ' '.join(v for v, _ in choices if not v.startswith('('))
         return f'{pin(package, version)} {variants}'.strip(), choices, \
             f'a configure flag by site/stacks.toml\'s spack_variants.{stack.family}'
-    if stack.name in KNOWN:
-        package, _, source, choices = KNOWN[stack.name]
+    if known:
+        package, _, source, choices = known
         variants = ' '.join(v for v, _ in choices if not v.startswith(('^', '(')))
         deps = ' '.join(v for v, _ in choices if v.startswith('^'))
         return ' '.join(filter(None, [pin(package, version), variants, deps])), choices, source
@@ -143,8 +98,8 @@ def stack_spec(reg, stack):
 
 def stack_version(stack):
     """The library's version as its Spack environment pins it and its image's labels say."""
-    if stack.name in KNOWN:
-        return KNOWN[stack.name][1]
+    if stack.spack_build:
+        return stack.spack_build['version']
     if stack.configure:
         return stack.version or stack.name.rsplit('-', 1)[-1]
     if stack.origin == 'spack':

@@ -130,6 +130,9 @@ class Stack:
     peers: dict = field(default_factory=dict)
     #: MPI calls this stack must not be asked to make (SKIPPABLE_CALLS): {call: why}
     skip_calls: dict = field(default_factory=dict)
+    #: what the generated Spack environment asks for (site/generate.py), when the flags of the
+    #: build were read: {package, version, read_from, variants: ((variant, why), ...)}
+    spack_build: dict = field(default_factory=dict)
 
     @property
     def environ(self):
@@ -253,6 +256,24 @@ def _libraries(path, where, value, prefix):
     return out
 
 
+def _spack_build(path, where, raw):
+    if not isinstance(raw, dict):
+        _fail(path, where, f'expected a table, got {raw!r}')
+    for key in raw:
+        if key not in ('package', 'version', 'read_from', 'variants'):
+            _fail(path, f'{where}.{key}', 'unknown field (package, version, read_from, variants)')
+    out = {key: _str(path, f'{where}.{key}', raw.get(key))
+           for key in ('package', 'version', 'read_from')}
+    variants = raw.get('variants')
+    if not isinstance(variants, list) or not variants or not all(
+            isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) and x for x in v)
+            for v in variants):
+        _fail(path, f'{where}.variants', 'expected a list of ["variant", "why"] pairs')
+    out['variants'] = tuple((_text(path, f'{where}.variants', v),
+                             _text(path, f'{where}.variants', w)) for v, w in variants)
+    return out
+
+
 def _knob(path, where, name, raw):
     if not isinstance(raw, dict):
         _fail(path, where, f'expected a table, got {raw!r}')
@@ -289,7 +310,7 @@ def _knob(path, where, name, raw):
 REQUIRED = ('family', 'origin', 'cc', 'launcher')
 OPTIONAL = ('launcher_options', 'env', 'features', 'boot', 'halt', 'wipe', 'extra_sources',
             'self_bind', 'knobs', 'srun_mpi', 'fallback_env', 'fallback_hostline', 'configure',
-            'version', 'peers', 'skip_calls', *ORIGIN_ONLY)
+            'version', 'peers', 'skip_calls', 'spack_build', *ORIGIN_ONLY)
 SRUN_MPI = ('pmi2', 'pmix')
 # The peer benchmarks: IMB-MPI1 (the Intel MPI wheel's) and Debian's NetPIPE modules.
 PEER_PROGRAMS = ('imb', 'NPmpich2', 'NPopenmpi', 'NPlam')
@@ -379,6 +400,8 @@ def _stack(path, name, raw, prefix_root):
                   f'{", ".join(SKIPPABLE_CALLS)})')
         if not why.strip():
             _fail(path, f'{where}.skip_calls.{call}', 'say why the stack skips it')
+    spack_build = _spack_build(path, f'{where}.spack_build', raw['spack_build']) \
+        if 'spack_build' in raw else {}
     knobs_raw = raw.get('knobs', {})
     if not isinstance(knobs_raw, dict):
         _fail(path, f'{where}.knobs', f'expected a table, got {knobs_raw!r}')
@@ -406,7 +429,7 @@ def _stack(path, name, raw, prefix_root):
         configure=_str_list(path, f'{where}.configure', raw.get('configure', [])),
         version=_str(path, f'{where}.version', raw['version']) if 'version' in raw else '',
         source=_str(path, f'{where}.source', raw['source']) if 'source' in raw else '',
-        patches=patches, peers=peers, skip_calls=skip_calls,
+        patches=patches, peers=peers, skip_calls=skip_calls, spack_build=spack_build,
     )
 
 

@@ -254,3 +254,21 @@ def test_an_mpich_abi_stack_gets_imb_and_netpipe_on_its_own_library(tmp_path):
     assert registry.load(path).stacks['x-1.0'].peers == {}
     path.write_text(GOOD)
     assert registry.load(path).stacks['x-1.0'].peers == {}
+
+
+@pytest.mark.parametrize('block, field, message', [
+    ('package = "mpich"\nversion = "4"\nread_from = "x"\nvariants = []\n',
+     'spack_build.variants', 'expected a list of ["variant", "why"] pairs'),
+    ('package = "mpich"\nversion = "4"\nread_from = "x"\nvariants = [["+slurm"]]\n',
+     'spack_build.variants', 'expected a list'),
+    ('package = "mpich"\nread_from = "x"\nvariants = [["+slurm", "y"]]\n',
+     'spack_build.version', 'expected a non-empty string'),
+    ('package = "mpich"\nversion = "4"\nread_from = "x"\nvariants = [["+a", "b"]]\nx = 1\n',
+     'spack_build.x', 'unknown field'),
+])
+def test_a_bad_spack_build_names_its_field(tmp_path, block, field, message):
+    path = tmp_path / 'stacks.toml'
+    path.write_text(GOOD + '[stacks."x-1.0".spack_build]\n' + block)
+    with pytest.raises(registry.RegistryError) as err:
+        registry.load(path)
+    assert f'stacks.x-1.0.{field}' in str(err.value) and message in str(err.value)
