@@ -45,7 +45,6 @@ panel_over_memcpy, panel_over_xcopy, panel_over_pipe and panel_over_cma stay rep
 and pipe moved with the VM's state rather than cancelling it, and a machine's own rows of them
 false-alarmed (lam-7.1's xcopy at 0.84x of its row in a clean run, docs/measurement.md).
 """
-import math
 import os
 import shlex
 import sys
@@ -60,6 +59,7 @@ from reframe.core.exceptions import BuildError, ReframeError
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed import machine, registry  # noqa: E402
 from testbed.binding import placement_problem  # noqa: E402
+from testbed.held import why_not_held  # noqa: E402
 from testbed.checks import (APPS, BuildInRunSlot, ReferenceLookup, StackLaunch,  # noqa: E402
                             after_launch, baseline_line, extra_launch, in_job_as_account,
                             install_failure, kernel_copy_problem, records, stack_of)
@@ -224,15 +224,8 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         gflops = max(sn.evaluate(self._field(n, 'gflops', name))
                      for name in [None] + (['run_again.out'] if self.repeats_run else []))
         eff = gflops / (cores * sn.evaluate(self._dgemm_per_core()))
-        w = self._efficiency_band(n)
-        spread = max(caps.values()) / min(caps.values())
-        if math.log(spread) > w:
-            return eff, (f'the DGEMM baselines of the job moved {spread:.3f}x ('
-                         + ', '.join(f'{k} {v:.1f}' for k, v in caps.items())
-                         + f' Gflop/s), beyond the {math.exp(w) - 1:.1%} the figure is judged to')
-        if eff > 1:
-            return eff, f'efficiency {eff:.3f} above 1: the baselines ran slow'
-        return eff, None
+        return eff, why_not_held(caps, 'Gflop/s of DGEMM', self._efficiency_band(n), eff,
+                                 (1, 'an efficiency of 1'))
 
     def _efficiency_band(self, n):
         """Half-width in log space of efficiency_N{n}'s row here, else the figure's floor."""

@@ -41,6 +41,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed import checks, registry  # noqa: E402
 from testbed.binding import placement_problem  # noqa: E402
+from testbed.held import why_not_held  # noqa: E402
 from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, after_launch,  # noqa
                             baseline_line, extra_launch, records, stack_of)
 
@@ -436,18 +437,13 @@ class Su3Run(Su3Base):
         baseline ran slow; docs/verification.md)."""
         if not self.busy_baseline or 'speedup_busy' not in self.perf_variables:
             return
-        before = lower_quartile(self.trajs('alone.out'))
-        after = lower_quartile(self.trajs('alone_after.out'))
-        band = self.band_of('speedup_busy')
-        moved = max(before, after) / min(before, after)
-        figure = sn.evaluate(self.speedup_busy())
-        if band is not None and math.log(moved) > band:
-            self.drop_judgement('speedup_busy', f'the --alone baselines moved {moved:.3f}x '
-                                f'({before * 1e3:.2f} and {after * 1e3:.2f} ms a trajectory), '
-                                f'beyond the {math.exp(band) - 1:.1%} the figure is judged to')
-        elif figure > self.num_tasks:
-            self.drop_judgement('speedup_busy', f'speedup {figure:.3f} above the {self.num_tasks}'
-                                f' ranks of the run: the baseline ran slow')
+        alone = {name: lower_quartile(self.trajs(name)) * 1e3
+                 for name in ('alone.out', 'alone_after.out')}
+        why = why_not_held(alone, 'ms a trajectory', self.band_of('speedup_busy'),
+                           sn.evaluate(self.speedup_busy()),
+                           (self.num_tasks, f'the {self.num_tasks} ranks of the run'))
+        if why:
+            self.drop_judgement('speedup_busy', why)
 
     @performance_function('ratio')
     def speedup_busy(self):

@@ -1,0 +1,27 @@
+"""Whether a figure's same-job baseline held, so that the figure may be judged against its row.
+
+HplRun's efficiency and Su3Run's speedup_busy divide by baselines measured in the same job,
+before and after the run. When those baselines disagree by more than the figure's own band,
+the machine changed state during the job and a verdict would be on the machine; when the
+figure passes a physical bound (an efficiency above 1, a speedup above the rank count), a
+baseline ran slow. Either way the figure is reported, not judged (checks.drop_judgement)."""
+import math
+
+
+def why_not_held(baselines, unit, band, figure, bound):
+    """None where the figure can be judged, else why not, in one line.
+
+    baselines: {name: value} of the job's baseline measurements (same unit, larger = faster
+    or slower alike: only their spread counts); band: the figure's half-width in log space
+    (None: no band, the spread is not judged); figure: the value; bound: (limit, text) that
+    the figure cannot pass, e.g. (1, 'efficiency 1')."""
+    values = list(baselines.values())
+    spread = max(values) / min(values)
+    if band is not None and math.log(spread) > band:
+        return (f'the baselines of the job moved {spread:.3f}x ('
+                + ', '.join(f'{k} {v:.4g}' for k, v in baselines.items())
+                + f' {unit}), beyond the {math.exp(band) - 1:.1%} the figure is judged to')
+    limit, text = bound
+    if figure > limit:
+        return f'{figure:.3f} above {text}: a baseline ran slow'
+    return None
