@@ -4,11 +4,12 @@ the samples, not on one summary figure, and exits non-zero when a figure got slo
     python3 -m testbed.compare A B [--stack-a S] [--stack-b S] [--threshold 0.05]
                                    [--confidence 0.95] [--tests REGEX] [--json FILE]
 
-A and B are ReFrame run reports (JSON files) or session UUIDs of ReFrame's results storage
-(`reframe --list-stored-sessions`); ReFrame's `--performance-compare` prints the figures side by
-side and always exits 0, this adds the decision. A figure is one entry of a test case's
-`figure_samples` (testbed/checks.py): every sample of, say, the half round trip at 1024 bytes,
-all of them times, so "slower" is a ratio B/A above 1.
+A and B are ReFrame run reports (JSON files, or archived runs' folders) or session UUIDs of
+ReFrame's results storage (`reframe --list-stored-sessions`); ReFrame's `--performance-compare`
+prints the figures side by side and always exits 0, this adds the decision. A figure is one
+entry of a test case's `figure_samples` (testbed/checks.py): every sample of, say, the half
+round trip at 1024 bytes, all of them times, so "slower" is a ratio B/A above 1. A session's
+cases are read by testbed.results: a case retried after a failure counts as its final attempt.
 
 The statistics, per figure (nothing assumes a distribution; one slow outlier moves nothing):
   - the ratio is the Hodges-Lehmann estimate: exp of the median of ln(b_j) - ln(a_i) over all
@@ -30,9 +31,10 @@ import json
 import math
 import re
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+
+from testbed import results
 
 MIN_SAMPLES = 3
 #: a family of at least this many members (P2PMatrix's 12 modes) is judged as a whole
@@ -56,7 +58,7 @@ def load_all(sources):
     merged = {}
     for report, name in zip(reports, parts):
         for _, case in figures_cases(report, name):
-            key = (case.get('name'), case.get('stack_name') or case.get('environ'))
+            key = (case.get('name'), results.case_stack(case))
             into = merged.setdefault(key, dict(case, figure_samples={}))
             samples = case.get('figure_samples') or {}
             for fig, values in (samples.items() if isinstance(samples, dict) else []):
@@ -68,38 +70,24 @@ def load_all(sources):
 
 
 def figures_cases(report, where):
-    """(index, test case) of the cases of a run report whose figures count (see figures())."""
+    """(where in the report, test case) of the cases whose figures count (see figures()):
+    each case as its final attempt left it, testbed.results' rule for retries and reruns."""
     try:
-        cases = report['runs'][-1]['testcases']
-    except (KeyError, IndexError, TypeError):
-        raise CompareError(f'{where}: no runs[-1].testcases: not a ReFrame run report') from None
-    return [(i, c) for i, c in enumerate(cases) if isinstance(c, dict) and (
-        c.get('result') == 'pass' or (c.get('result') == 'fail' and
-                                      c.get('fail_phase') == 'performance'))]
+        results.check(report, where)
+    except results.ResultsError as err:
+        raise CompareError(str(err)) from None
+    return [(f'runs[{i}].testcases[{j}]', c) for i, j, c in results.located_cases(report)
+            if c.get('result') == 'pass' or (c.get('result') == 'fail' and
+                                             c.get('fail_phase') == 'performance')]
 
 
 def load(source):
-    """A run report: a JSON file, or a stored session's UUID fetched from ReFrame's storage."""
-    path = Path(source)
-    if path.exists():
-        try:
-            return json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise CompareError(f'{path}: not a readable run report: {err}') from None
-    if not re.fullmatch(r'[0-9a-f-]{8,36}', source):
-        raise CompareError(f'{source}: no such report file, and not a session UUID')
-    proc = subprocess.run(['reframe', '-C', str(Path(__file__).resolve().parents[2] / 'site'
-                                                  / 'local.py'),
-                           '--describe-stored-sessions', source], capture_output=True,
-                          text=True)
+    """A run report: a JSON file, an archived run's folder, or a stored session's UUID
+    fetched from ReFrame's storage (testbed.results.load)."""
     try:
-        sessions = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        sessions = None
-    if proc.returncode != 0 or not sessions:
-        raise CompareError(f'session {source}: not in the results storage '
-                           f'({proc.stderr.strip()[-300:] or "no such session"})')
-    return sessions[0]
+        return results.load(source)
+    except results.ResultsError as err:
+        raise CompareError(str(err)) from None
 
 
 def positive_samples(values, where):
@@ -120,14 +108,14 @@ def figures(report, stack=None, tests=None, where='report'):
         samples = case.get('figure_samples') or {}
         name = case.get('name')
         if not isinstance(name, str) or not isinstance(samples, dict):
-            raise CompareError(f'{where}: testcases[{i}]: name or figure_samples malformed')
+            raise CompareError(f'{where}: {i}: name or figure_samples malformed')
         if not samples or (tests and not re.search(tests, name)):
             continue
-        case_stack = case.get('stack_name') or case.get('environ')
+        case_stack = results.case_stack(case)
         if stack and case_stack != stack:
             continue
         for fig, values in samples.items():
-            positive_samples(values, f'{where}: testcases[{i}] ({name}): figure_samples.{fig}')
+            positive_samples(values, f'{where}: {i} ({name}): figure_samples.{fig}')
             key = (name, fig) if stack else (name, f'{case_stack}: {fig}')
             out[key] = [float(v) for v in values]
     return out

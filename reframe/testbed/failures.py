@@ -1,25 +1,25 @@
 """List the failed test cases of ReFrame reports, one line each, for the end of a CI log.
 
 CI keeps only the tail of a run's output; the failures ReFrame prints mid-run scroll out of it.
-`python3 -m testbed.failures REPORT...` prints every case whose last run failed: where it ran,
-its name, the phase that failed and the first line of the reason. A report that cannot be read
-is named and counted, never skipped in silence. It ends with one line that says how many
-figures went without a reference, by test, and the command that makes this machine's rows.
+`python3 -m testbed.failures REPORT...` prints every case whose final attempt failed (the rule
+for retries is testbed.results'): where it ran, its name, the phase that failed and the first
+line of the reason. A report that cannot be read is named and counted, never skipped in
+silence. It ends with one line that says how many figures went without a reference, by test,
+and the command that makes this machine's rows.
 Exit status: 0 always (this only reports).
 """
 import json
 import sys
 
+from testbed import results
+
 REASON_CHARS = 300
 
 
 def failed_cases(report):
-    """(where, name, phase, reason) for each case failed in the report's last run."""
-    runs = report.get('runs') or []
-    if not runs:
-        return []
+    """(where, name, phase, reason) for each case whose final attempt failed."""
     out = []
-    for tc in runs[-1].get('testcases', []):
+    for tc in results.final_cases(report):
         if tc.get('result') not in ('fail', 'abort'):
             continue
         where = f"{tc.get('system')}:{tc.get('partition')}/{tc.get('environ')}"
@@ -33,17 +33,15 @@ def failed_cases(report):
 
 
 def reference_counts(report):
-    """{test: [figures with a reference, figures without]} over the cases of the report's
-    last run that measured something (ReFrame writes a missing reference as 0, None, None)."""
-    runs = report.get('runs') or []
+    """{test: [figures with a reference, figures without]} over the final attempts of the
+    report's cases that measured something (ReFrame writes a missing reference as 0, None,
+    None)."""
     counts = {}
-    for tc in (runs[-1].get('testcases', []) if runs else []):
-        for entry in (tc.get('perfvalues') or {}).values():
-            if entry[0] is None:
-                continue
-            without = entry[1] in (0, None) and entry[2] is None and entry[3] is None
-            name = tc.get('name') or tc.get('display_name') or '?'
-            counts.setdefault(name.split()[0], [0, 0])[without] += 1
+    for row in results.rows(report):
+        if row.source != 'perfvalue' or row.value is None:
+            continue
+        without = row.reference in (0, None) and row.lower is None and row.upper is None
+        counts.setdefault(row.test or '?', [0, 0])[without] += 1
     return counts
 
 

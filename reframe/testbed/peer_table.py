@@ -7,7 +7,7 @@ import math
 import re
 import statistics
 
-from testbed.references import final_cases
+from testbed import results
 
 #: a round of a peer counts when the 8-byte shared-memory floors our p2p measured just before
 #: and just after the peer's launches agree within this factor. This VM's two vCPUs move between
@@ -138,8 +138,7 @@ def _figures(tc):
     """{(peer, size): {kind: value}} of one PeerCompare test case: the perf values, or when
     sanity failed (no perf stage) the figures it recorded in its peer_figures variable."""
     out = {}
-    flat = {k.split(':')[-1]: pv[0] for k, pv in (tc.get('perfvalues') or {}).items()
-            if pv[0] is not None}
+    flat = {var: pv.value for var, pv in results.perf(tc).items() if pv.value is not None}
     for key, value in (flat or tc.get('peer_figures') or {}).items():
         m = PERF_VAR.match(key)
         if m and value is not None:
@@ -151,7 +150,7 @@ def render(report):
     """Markdown lines: per stack and size, ours (mean and min), IMB t_avg, NetPIPE time, and
     the ratios; [] when the report has no PeerCompare or PvmPeerCompare case."""
     # PvmPeerCompare (tests/pvm_peers.py): p2p-pvm against NetPIPE's PVM module, same columns
-    cases = [tc for tc in final_cases(report)
+    cases = [tc for tc in results.final_cases(report)
              if tc['name'].startswith(('PeerCompare', 'PvmPeerCompare')) and not tc.get('fixture')]
     if not cases:
         return []
@@ -164,7 +163,7 @@ def render(report):
              '| stack | bytes | ours mean | IMB t_avg | ours/IMB | ours min | NetPIPE | '
              'ours/NetPIPE | result |', '|---|---:|---:|---:|---:|---:|---:|---:|---|']
     for tc in cases:
-        stack = tc.get('stack_name') or tc['environ']
+        stack = results.case_stack(tc)
         figures = _figures(tc)
         result = 'pass' if tc['result'] == 'pass' else 'FAIL'
         if not figures:

@@ -34,6 +34,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed import results
+
 FIELDS = ['system', 'partition', 'machine', 'stack', 'test', 'case', 'variable',
           'value', 'lower', 'upper', 'unit', 'runs']
 KEY = FIELDS[:7]
@@ -237,14 +239,8 @@ def for_test(path, system, partition, machine, stack, test, case, variables, por
 
 # --- regeneration from ReFrame run reports -----------------------------------------------
 
-def final_cases(report):
-    """Each test case of a ReFrame run report as its last run left it (a retry replaces the
-    try before it)."""
-    final = {}
-    for run in report.get('runs', []):
-        for tc in run.get('testcases', []):
-            final[(tc['name'], tc.get('system'), tc.get('partition'), tc['environ'])] = tc
-    return list(final.values())
+#: the cases of a report that count: testbed.results' one rule (kept here for directions.py)
+final_cases = results.final_cases
 
 
 def _report_cases(report_path):
@@ -264,7 +260,7 @@ def _report_cases(report_path):
                 continue
             tc = dict(tc, portable_variables=sorted(own),
                       perfvalues={k: v for k, v in (tc.get('perfvalues') or {}).items()
-                                  if k.split(':')[-1] in own})
+                                  if results.variable(k) in own})
         injected = float(tc.get('injected_slowdown') or 1.0) != 1.0   # a slowed run: never
         # A figure that missed its reference is still a measurement (that is how a band
         # learns the machine's spread); a run that failed anything else is not used.
@@ -274,7 +270,7 @@ def _report_cases(report_path):
             # a figure whose same-job baseline did not hold (checks.py drop_judgement) was
             # not judged, and makes or widens no row either
             held = {k: v for k, v in tc['perfvalues'].items()
-                    if k.split(':')[-1] not in (tc.get('not_held') or {})}
+                    if results.variable(k) not in (tc.get('not_held') or {})}
             if held:
                 yield session, dict(tc, perfvalues=held)
 
@@ -287,8 +283,7 @@ def declared_between_nodes(tc):
     own = set(tc.get('portable_variables') or [])
     if not own and tc.get('system', 'testbed-local') != 'testbed-local' and \
             not tc.get('partition', '').endswith('_native'):
-        own = {k.split(':')[-1] for k in tc.get('perfvalues') or {}
-               if k.split(':')[-1] == 'time_over_tcp_poll'}
+        own = {v for v in results.perf(tc) if v == 'time_over_tcp_poll'}
     return own
 
 
@@ -302,7 +297,7 @@ def median_over_modes(values):
     """The figure P2PStack asserts: the median over the modes (shared with the test)."""
     if len(values) < 1 or any(v is None for v in values):
         raise ValueError(f'median over modes: a mode has no figure ({values})')
-    return statistics.median(values)
+    return results.median(values)
 
 
 def _aggregate_cases(cases):
@@ -319,7 +314,7 @@ def _aggregate_cases(cases):
         if not tc['name'].startswith('P2PMatrix') or not tc.get('perfvalues') or \
                 not (tc['result'] == 'pass' or tc.get('fail_phase') == 'performance'):
             continue
-        key = (tc.get('stack_name') or tc['environ'], tc['size_range'], tc.get('cache', 'warm'))
+        key = (results.case_stack(tc), tc['size_range'], tc.get('cache', 'warm'))
         if key[:2] not in have:
             groups.setdefault(key, []).append(tc)
     out = []
@@ -372,8 +367,8 @@ def tolerance(values, k=3.0, floor=W_MIN):
 
 def row_key(tc, system, partition, machine, var):
     """The KEY of the reference row a report's test case looks up for `var`."""
-    return (system, partition, machine, tc.get('stack_name') or tc['environ'],
-            tc['name'].split()[0], tc['reference_case'], var)
+    return (system, partition, machine, results.case_stack(tc), results.test_of(tc),
+            tc['reference_case'], var)
 
 
 def derive(report_paths, k=3.0, min_runs=3, portability=None):
@@ -390,7 +385,7 @@ def derive(report_paths, k=3.0, min_runs=3, portability=None):
     for report_path in report_paths:
         for session, tc in _report_cases(report_path):
             for pkey, entry in tc['perfvalues'].items():
-                system, partition, var = pkey.split(':')
+                system, partition, var = results.parse_key(pkey)
                 value, unit = entry[0], entry[4]
                 if value is None or value <= 0:
                     continue
@@ -450,7 +445,7 @@ def transfer(table, report_paths, variables=None):
     for report_path in report_paths:
         for session, tc in _report_cases(report_path):
             for pkey, entry in tc['perfvalues'].items():
-                system, partition, var = pkey.split(':')
+                system, partition, var = results.parse_key(pkey)
                 if variables and var not in variables:
                     continue
                 if var not in tc.get('portable_variables', []) or not entry[0] or \

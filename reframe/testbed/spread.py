@@ -38,6 +38,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from testbed import results
 from testbed.archive import ARCHIVE, runs_of
 from testbed.compare import CompareError, figures_cases, load, positive_samples
 from testbed.peer_table import STEADY
@@ -61,12 +62,12 @@ def run_figures(report, where, sizes, stat='median'):
         name = case.get('name')
         if not isinstance(name, str) or not name.startswith('P2PMatrix'):
             continue
-        stack = case.get('stack_name') or case.get('environ')
+        stack = results.case_stack(case)
         mode = re.search(r'%mode=(\S+)', name)
         size_range = case.get('size_range')
         samples = case.get('figure_samples')
         if not stack or not mode or not size_range or not isinstance(samples, dict):
-            raise CompareError(f'{where}: testcases[{i}] ({name}): stack_name, size_range or '
+            raise CompareError(f'{where}: {i} ({name}): stack_name, size_range or '
                                'figure_samples missing')
         floor = case.get('shm_floor_8B_us')
         floor = floor if isinstance(floor, (int, float)) and floor > 0 else None
@@ -74,7 +75,7 @@ def run_figures(report, where, sizes, stat='median'):
             m = FIGURE.match(fig)
             if not m or int(m.group(1)) not in sizes:
                 continue
-            field = f'{where}: testcases[{i}] ({name}): figure_samples.{fig}'
+            field = f'{where}: {i} ({name}): figure_samples.{fig}'
             if not positive_samples(values, field):        # none: no statistic to take
                 raise CompareError(f'{field}: expected a list of positive numbers')
             key = (stack, size_range, int(m.group(1)))

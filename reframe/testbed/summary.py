@@ -10,20 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-from testbed import peer_table, registry
-from testbed.references import final_cases
-
-
-def stack_of(tc):
-    """The registry's name of a case's stack: StackLaunch records it; a case skipped before
-    it ran has only its environment's name (dots made underscores), mapped back here."""
-    if tc.get('stack_name'):
-        return tc['stack_name']
-    try:
-        names = {s.environ: s.name for s in registry.load().stacks.values()}
-    except registry.RegistryError:
-        names = {}
-    return names.get(tc['environ'], tc['environ'])
+from testbed import peer_table
+from testbed.results import case_stack, final_cases, median, perf
 
 
 def cases(report):
@@ -36,7 +24,7 @@ def library_versions(report):
     for tc in cases(report):
         version = tc.get('library_version')
         if version not in (None, 'unknown', '<undefined>') and not tc.get('fixture'):
-            versions.setdefault(stack_of(tc), version)
+            versions.setdefault(case_stack(tc), version)
     return versions
 
 
@@ -44,7 +32,7 @@ def collect(report):
     rows, builds, stacks = [], [], []
     versions = library_versions(report)
     for tc in cases(report):
-        env = stack_of(tc)
+        env = case_stack(tc)
         if tc.get('fixture'):
             builds.append(tc)
             continue
@@ -53,8 +41,7 @@ def collect(report):
         if env not in stacks:
             stacks.append(env)
         pair, variant = tc['mode'].split('/') if '/' in str(tc.get('mode')) else (tc['mode'], '')
-        for key, pv in (tc.get('perfvalues') or {}).items():
-            var = key.split(':')[-1]
+        for var, pv in perf(tc).items():
             value, ref, lower, upper, unit, result = pv
             rows.append({'stack': env, 'library_version': versions.get(env, ''),
                          'pair': pair, 'variant': variant, 'size_range': tc['size_range'],
@@ -70,10 +57,9 @@ def collect(report):
                              'unit': 'us', 'reference': None, 'lower': None, 'upper': None,
                              'result': tc['result']})
             for size, var in ((8, 'latency_8B'), (1048576, 'bandwidth_1MiB')):
-                median = _median(tc.get('figure_samples', {}).get(f'half_round_trip_us@{size}',
-                                                                  []))
-                if median:
-                    value = median if size == 8 else size / median    # bytes/us = MB/s
+                mid = median(tc.get('figure_samples', {}).get(f'half_round_trip_us@{size}', []))
+                if mid:
+                    value = mid if size == 8 else size / mid    # bytes/us = MB/s
                     rows.append({'stack': env, 'library_version': versions.get(env, ''),
                                  'pair': pair, 'variant': variant, 'size_range': 'quick',
                                  'variable': var, 'value': value,
@@ -146,7 +132,7 @@ def app_tables(report, stacks):
         test = tc['name'].split()[0]
         if tc.get('fixture') or test == 'P2PMatrix':
             continue
-        stack = stack_of(tc)
+        stack = case_stack(tc)
         if stack not in stacks:
             stacks.append(stack)
         t = by_test.setdefault(test, {})
@@ -157,12 +143,11 @@ def app_tables(report, stacks):
             t.setdefault((case, ''), {})[stack] = 'FAILED'
         if tc['result'] == 'pass' and not tc.get('perfvalues'):
             t.setdefault((case, 'sanity'), {})[stack] = 'passed'
-        for key, pv in (tc.get('perfvalues') or {}).items():
-            value, unit = pv[0], pv[4]
-            text = '-' if value is None else f'{value:.4g}'
+        for var, pv in perf(tc).items():
+            text = '-' if pv.value is None else f'{pv.value:.4g}'
             if tc['result'] != 'pass':
                 text += ' (FAIL)'
-            t.setdefault((case, f'{key.split(":")[-1]} ({unit})'), {})[stack] = text
+            t.setdefault((case, f'{var} ({pv.unit})'), {})[stack] = text
     out = []
     for test, rows in by_test.items():
         cols = [s for s in stacks if any(s in r for r in rows.values())]
@@ -185,10 +170,9 @@ def startup_table(report, stacks):
         if tc.get('fixture') or test not in ('StartupTime', 'PvmStartup') or \
                 tc['result'] != 'pass':
             continue
-        for key, pv in (tc.get('perfvalues') or {}).items():
-            name = key.split(':')[-1]
-            if name.startswith('first_np') and pv[0] is not None:
-                found.setdefault(int(name[len('first_np'):]), {})[stack_of(tc)] = pv[0]
+        for name, pv in perf(tc).items():
+            if name.startswith('first_np') and pv.value is not None:
+                found.setdefault(int(name[len('first_np'):]), {})[case_stack(tc)] = pv.value
     if not found:
         return []
     cols = [s for s in stacks if any(s in row for row in found.values())]
@@ -217,11 +201,6 @@ def builds_of(report):
 SIDE_BY_SIDE_SIZES = (8, 1048576)
 
 
-def _median(values):
-    v = sorted(values)
-    return (v[len(v) // 2] + v[(len(v) - 1) // 2]) / 2 if v else None
-
-
 def flag_comparison(report, versions):
     """Stacks whose library reported the same version (say MPICH 4.0.2 from Debian, ch4, and
     built here with ch3:sock): every P2PMatrix case both ran, side by side, with the ratio."""
@@ -232,17 +211,16 @@ def flag_comparison(report, versions):
     for tc in cases(report):
         if tc.get('fixture') or not tc['name'].startswith('P2PMatrix') or tc['result'] != 'pass':
             continue
-        got = figures.setdefault((stack_of(tc),
+        got = figures.setdefault((case_stack(tc),
                                   f"{tc['mode']} {tc['size_range']}"), {})
-        for key, pv in (tc.get('perfvalues') or {}).items():
-            var = key.split(':')[-1]
-            if var in ('latency', 'bandwidth') and pv[0] is not None:
-                got[f'{var} ({pv[4]})'] = pv[0]
+        for var, pv in perf(tc).items():
+            if var in ('latency', 'bandwidth') and pv.value is not None:
+                got[f'{var} ({pv.unit})'] = pv.value
         for key, samples in (tc.get('figure_samples') or {}).items():
             name, _, size = key.partition('@')
             if name == 'half_round_trip_us' and size.isdigit() and \
                     int(size) in SIDE_BY_SIDE_SIZES:
-                got[f'half round trip at {int(size):,} bytes (us, median)'] = _median(samples)
+                got[f'half round trip at {int(size):,} bytes (us, median)'] = median(samples)
     out = []
     for version, stacks in by_version.items():
         for i, a in enumerate(stacks):

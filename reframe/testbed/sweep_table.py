@@ -22,7 +22,8 @@ import re
 import statistics
 import sys
 
-from testbed.references import final_cases
+from testbed import results
+from testbed.results import case_stack
 
 #: the perf variables of P2PMatrix are geometric means over the sizes: said so in the row
 GEOMEAN_TESTS = ('P2PMatrix',)
@@ -51,17 +52,13 @@ def case_label(name):
     return re.sub(r'%\w+=', '', name).strip()
 
 
-def stack_of(tc):
-    # stack_name is the registry's name (StackLaunch); the environment only has underscores
-    return tc.get('stack_name') or tc['environ'].replace('_', '.')
-
-
 def p2p_sizes(tc):
     """{size: median half round trip in us} of the MPI transport, from the report's samples or
     else the CSV the test keeps beside its log; {} when neither is there."""
     samples = tc.get('figure_samples') or {}
-    sizes = {int(k.split('@')[1]): statistics.median(v) for k, v in samples.items()
-             if k.startswith('half_round_trip_us@') and v}
+    sizes = {size: results.median(v) for (name, size), v in
+             ((results.split_figure(k), v) for k, v in samples.items())
+             if name == 'half_round_trip_us' and size is not None and v}
     if sizes:
         return sizes
     path = os.path.join(tc.get('outputdir') or '', 'p2p_sizes.csv')
@@ -77,7 +74,7 @@ def p2p_sizes(tc):
 def figures(tc):
     """[(row label, value)] of one test case, in a stable order."""
     label = case_label(tc['name'])
-    test = tc['name'].split()[0]
+    test = results.test_of(tc)
     out = []
     # a failed case's per-size figures are not to be trusted (nor an older run's CSV)
     if test == 'P2PMatrix' and tc['result'] == 'pass':
@@ -89,13 +86,12 @@ def figures(tc):
             # bytes per us = 10^6 bytes/s = MB/s
             out.append((f'{label}: bandwidth at {size_label(hi)} (MB/s = 10^6 bytes/s)',
                         hi / sizes[hi]))
-    for key, value in (tc.get('perfvalues') or {}).items():
-        if value[0] is None:           # a case that failed before its performance stage
+    for var, pv in results.perf(tc).items():
+        if pv.value is None:           # a case that failed before its performance stage
             continue
-        var, unit = key.split(':')[-1], value[4]
-        how = ', geometric mean over the sizes' if test in GEOMEAN_TESTS and unit != 'ratio' \
+        how = ', geometric mean over the sizes' if test in GEOMEAN_TESTS and pv.unit != 'ratio' \
             else ''
-        out.append((f'{label}: {var} ({unit}{how})', value[0]))
+        out.append((f'{label}: {var} ({pv.unit}{how})', pv.value))
     return out
 
 
@@ -118,19 +114,19 @@ def reported_version(text):
 def load_cases(report_path):
     """Every test case of the report, the last run's when a case was retried."""
     with open(report_path) as fh:
-        return final_cases(json.load(fh))
+        return results.final_cases(json.load(fh))
 
 
 def table(cases, stacks=None):
     """(markdown lines, problems): the figure-against-version table of these test cases over
     `stacks` (default: every stack that has a case), and what kept a stack from running."""
-    stacks = sorted(set(stacks or [stack_of(tc) for tc in cases]), key=version_key)
-    cells, rows, results, versions, problems = {}, [], {}, {}, []
+    stacks = sorted(set(stacks or [case_stack(tc) for tc in cases]), key=version_key)
+    cells, rows, by_stack, versions, problems = {}, [], {}, {}, []
     for tc in sorted(cases, key=lambda tc: tc['name']):
-        stack = stack_of(tc)
+        stack = case_stack(tc)
         if stack not in stacks:
             continue
-        results.setdefault(stack, []).append(tc)
+        by_stack.setdefault(stack, []).append(tc)
         versions[stack] = versions.get(stack) or reported_version(tc.get('library_version'))
         for label, value in figures(tc):
             if label not in rows:
@@ -144,15 +140,15 @@ def table(cases, stacks=None):
             spread(cells[(label, s)]) if (label, s) in cells else '—' for s in stacks) + ' |')
     verdicts = []
     for s in stacks:
-        failed = [tc for tc in results.get(s, []) if tc['result'] != 'pass']
-        if s not in results:
+        failed = [tc for tc in by_stack.get(s, []) if tc['result'] != 'pass']
+        if s not in by_stack:
             problems.append(f'{s}: no test case ran')
         for tc in failed:
             problems.append(f"{s}: {tc['name']}: {tc['result']} in {tc.get('fail_phase')}: "
                             f"{(tc.get('fail_reason') or '').strip().split(chr(10))[0][:200]}")
-        verdicts.append('no test' if s not in results else
-                        f'{len(failed)} of {len(results[s])} failed' if failed else
-                        f'all {len(results[s])} passed')
+        verdicts.append('no test' if s not in by_stack else
+                        f'{len(failed)} of {len(by_stack[s])} failed' if failed else
+                        f'all {len(by_stack[s])} passed')
     lines.append('| test cases | ' + ' | '.join(verdicts) + ' |')
     return lines, problems
 

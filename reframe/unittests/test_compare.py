@@ -159,3 +159,16 @@ def test_references_from_an_unknown_session_stop_naming_it(tmp_path):
                           env=dict(os.environ, TESTBED_RESULTS_DB=str(tmp_path / 'r.db')))
     assert proc.returncode == 2
     assert 'session deadbeef-0000: not in the results storage' in proc.stderr
+
+
+def test_a_retried_session_counts_every_case_as_its_final_attempt(tmp_path):
+    """ReFrame's runs after the first hold only the retried cases: B compared on all of its
+    cases (testbed.results' rule), a retried case with its retry's samples."""
+    b = report(2, factor=1.10)
+    failed = dict(b['runs'][0]['testcases'][0], result='fail', fail_phase='sanity')
+    retried = b['runs'][0]['testcases'][0]
+    b['runs'][0]['testcases'][0] = failed
+    b['runs'].append({'testcases': [retried]})
+    rows = compare.compare(report(1), b)
+    assert len(rows) == len(MODES) * len(SIZES)          # not the one retried case alone
+    assert run_main(tmp_path, report(1), b) == 1

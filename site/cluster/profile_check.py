@@ -33,6 +33,9 @@ import sys
 import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# the testbed package, for a run without site/env.sh's PYTHONPATH
+sys.path.insert(1, os.path.join(HERE, '..', '..', 'reframe'))
+from testbed import results  # noqa: E402
 SIZES = (8, 1048576)
 
 
@@ -41,13 +44,14 @@ class InputError(Exception):
 
 
 def testcases(report_path):
-    """Every test case of a ReFrame report."""
+    """The test cases of a ReFrame report that count (a retried case as its final attempt:
+    testbed.results)."""
     try:
         with open(report_path) as fh:
             report = json.load(fh)
     except (OSError, json.JSONDecodeError) as e:
         raise InputError(f'{report_path}: {e}')
-    return [tc for run in report.get('runs', []) for tc in run.get('testcases', [])]
+    return results.final_cases(report)
 
 
 def kept_table(report_path, tc, name):
@@ -77,7 +81,7 @@ def cases(report_path):
         if missing:
             raise InputError(f'{os.path.join(tc["outputdir"], "p2p_sizes.csv")}: no mpi row '
                              f'for size(s) {missing}')
-        out[(tc['partition'], tc['stack_name'])] = table
+        out[(tc['partition'], results.case_stack(tc))] = table
     return out
 
 
@@ -95,7 +99,7 @@ def startup_lines(report_path):
             launcher = data['launcher'].split()[0]
             boot = data['boot']['boot_s']
             for row in data['summary']:
-                lines.append(f"| {tc['partition']} | {tc['stack_name']} | "
+                lines.append(f"| {tc['partition']} | {results.case_stack(tc)} | "
                              f"{'srun' if launcher == 'srun' else 'fallback: ' + launcher} "
                              f"| {row['np']} | {row['warm_median_init_s']:.3f} | "
                              f"{row['warm_median_exit_s']:.3f} | "

@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.references import final_cases
+from testbed import results
+from testbed.results import case_stack as stack_of   # page.py and series.py name it so
 
 # P2PMatrix's per-size tables carry the geometric mean of their medians as the case's latency
 # perf value: a table whose mean differs was overwritten by a later run of the same test.
@@ -41,10 +42,6 @@ def _require(path, where, obj, key, kind):
     return obj[key]
 
 
-def stack_of(tc):
-    return tc.get('stack_name') or tc['environ']
-
-
 def load(path):
     path = Path(path)
     try:
@@ -62,7 +59,7 @@ def load(path):
                     not isinstance(v, list) or len(v) < 5 for v in pv.values()):
                 raise ReportError(f'{path}: runs[{i}].testcases[{j}] ({tc["name"]}).perfvalues:'
                                   ' expected {name: [value, ref, lower, upper, unit, ...]}')
-    cases = [tc for tc in final_cases(report) if not tc.get('fixture')]
+    cases = [tc for tc in results.final_cases(report) if not tc.get('fixture')]
     run = Run(path, report, str(info.get('uuid') or 'unknown session'),
               _when(info.get('time_start')), _machine(path, cases), cases)
     for tc in cases:
@@ -83,20 +80,10 @@ def _when(stamp):
 
 def _machine(path, cases):
     """The machine record the test cases carry (testbed/machine.py), else the archive's."""
-    for tc in cases:
-        if tc.get('machine_record'):
-            try:
-                return json.loads(tc['machine_record'])
-            except (TypeError, json.JSONDecodeError):
-                raise ReportError(f'{path}: test case {tc["name"]}: machine_record: '
-                                  'not a JSON object') from None
-    beside = Path(path).with_name('machine.json')      # an archived run (testbed/archive.py)
-    if beside.exists():
-        try:
-            return json.loads(beside.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ReportError(f'{beside}: cannot read machine record: {err}') from None
-    return {}
+    try:
+        return results.machine_record(cases, path)
+    except results.ResultsError as err:
+        raise ReportError(str(err)) from None
 
 
 def short_version(text):
@@ -107,8 +94,8 @@ def short_version(text):
 
 def perf(tc):
     """{variable: (value, unit)} of one case, None values left out."""
-    return {k.split(':')[-1]: (v[0], v[4]) for k, v in (tc.get('perfvalues') or {}).items()
-            if isinstance(v[0], (int, float))}
+    return {var: (pv.value, pv.unit) for var, pv in results.perf(tc).items()
+            if isinstance(pv.value, (int, float))}
 
 
 def geomean(values):
