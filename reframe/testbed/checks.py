@@ -16,7 +16,7 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import BuildError, ReframeError
 
-from testbed import machine, references, registry
+from testbed import machine, references, registry, results
 from testbed.hangs import HangGuard
 
 APPS = registry.REPO / 'apps'
@@ -82,7 +82,7 @@ def kernel_copy_problem(reference, figure, measured, test):
     dicts), cannot be asserted, or None. A kernel that refuses process_vm_readv (Yama's
     ptrace_scope above 0, a seccomp profile) leaves the figure out (`measured` false), and an
     asserted figure that vanished would be a check skipped and counted as passed."""
-    asserted = any(str(key).split(':')[-1] == figure or
+    asserted = any(results.variable(key) == figure or
                    (isinstance(refs, dict) and figure in refs)
                    for key, refs in reference.items())
     if not asserted or measured:
@@ -640,7 +640,7 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
     def band_of(self, figure):
         """Half-width in log space of `figure`'s row here (the wider side), None without one."""
         for key, ref in self.reference.items():
-            if str(key).split(':')[-1] == figure and len(ref) >= 3:
+            if results.variable(key) == figure and len(ref) >= 3:
                 return max(-math.log1p(ref[1]), math.log1p(ref[2]))
         return None
 
@@ -649,7 +649,7 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
         hold (moved during the run, or the figure beat a physical bound), so a verdict on it
         would be a verdict on the machine's state. The summary lists it with `why`."""
         self.not_held = {**self.not_held, figure: why}
-        for key in [k for k in self.reference if str(k).split(':')[-1] == figure]:
+        for key in [k for k in self.reference if results.variable(k) == figure]:
             del self.reference[key]     # a ScopedDict: keys 'system:partition:variable'
 
     @run_after('setup')

@@ -23,7 +23,7 @@ import json
 import statistics
 import sys
 
-from testbed.references import final_cases
+from testbed.results import final_cases, variable
 
 #: a direction fails only when the faster figure is slower by more than this factor
 TOLERANCE = 1.10
@@ -35,7 +35,7 @@ def _cases(report):
 
 def _perf(tc, name):
     for key, entry in (tc.get('perfvalues') or {}).items():
-        if key.split(':')[-1] == name and entry[0] is not None:
+        if variable(key) == name and entry[0] is not None:
             return float(entry[0])
     return None
 
@@ -124,7 +124,7 @@ def pvm(cases):
                 out.append(_check('pvm-raw-doubles', where, 'Default', default, 'Raw', raw,
                                   'MB/s'))
         daemon = runs.get((stack, rng, 'daemon', pack)) if route == 'direct' else None
-        for key in (k.split(':')[-1] for k in (tc.get('perfvalues') or {})) if daemon else ():
+        for key in (variable(k) for k in (tc.get('perfvalues') or {})) if daemon else ():
             if key.startswith('bandwidth_'):
                 direct, through = _perf(tc, key), _perf(daemon, key)
                 if direct and through:
