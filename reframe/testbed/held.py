@@ -25,3 +25,13 @@ def why_not_held(baselines, unit, band, figure, bound):
     if figure > limit:
         return f'{figure:.3f} above {text}: a baseline ran slow'
     return None
+
+
+def why_below_its_layer(ratio, layer):
+    """None where a library's time over the layer it runs on (`ratio`) can be judged, else why
+    not: below 1 the library beat the path its own messages take (MPI over TCP faster than raw
+    TCP over the same link in the same job), so the layer's baseline ran slow."""
+    if ratio < 1:
+        return (f'{ratio:.3f} of {layer}: faster than the layer beneath it, so that baseline '
+                'ran slow')
+    return None

@@ -24,6 +24,7 @@ from reframe.core.builtins import (fixture, parameter, performance_function, run
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 from testbed import binding  # noqa: E402
+from testbed.held import why_below_its_layer  # noqa: E402
 from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, records,  # noqa: E402
                             shm_floor_8B_us, stack_of)
 from testbed.references import median_over_modes  # noqa: E402
@@ -109,6 +110,17 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         if not self.current_partition.extras.get('rate_mbit'):
             return []
         return [f'time_over_{b}' for b in self.baseline_list() if b == 'tcp_poll']
+
+    @run_before('performance', always_last=True)
+    def raw_tcp_held(self):
+        """time_over_tcp_poll below 1 is reported, not judged (drop_judgement): seen once on a
+        shaped link when the VM woke sockets late (docs/verification.md), busy-poll raw TCP's
+        8-byte median at 94 us against MPI's 8.5."""
+        if 'time_over_tcp_poll' in self.perf_variable_names():      # asserted: a shaped link
+            why = why_below_its_layer(sn.evaluate(self._geomean('time_over_tcp_poll')),
+                                      'busy-poll raw TCP over the same link')
+            if why:
+                self.drop_judgement('time_over_tcp_poll', why)
 
     @run_after('setup')
     def place_ranks(self):

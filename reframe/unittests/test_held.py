@@ -1,7 +1,7 @@
 """The rule that keeps a figure whose same-job baseline moved from being judged (testbed.held)."""
 import math
 
-from testbed.held import why_not_held
+from testbed.held import why_below_its_layer, why_not_held
 
 
 def test_baselines_that_agree_and_a_figure_within_its_bound_are_judged():
@@ -25,3 +25,10 @@ def test_a_figure_past_its_physical_bound_says_a_baseline_ran_slow():
     assert why_not_held({'a': 10.0, 'b': 30.0}, 'ms', None, 2.38, (2, 'the 2 ranks')) == \
         '2.380 above the 2 ranks: a baseline ran slow'
     assert why_not_held({'a': 10.0, 'b': 30.0}, 'ms', None, 1.5, (2, 'the 2 ranks')) is None
+
+
+def test_a_library_faster_than_the_layer_beneath_it_is_not_judged():
+    assert why_below_its_layer(1.04, 'raw TCP') is None
+    assert why_below_its_layer(0.928, 'busy-poll raw TCP over the same link') == (
+        '0.928 of busy-poll raw TCP over the same link: faster than the layer beneath it, so '
+        'that baseline ran slow')
