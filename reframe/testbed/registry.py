@@ -312,8 +312,9 @@ OPTIONAL = ('launcher_options', 'env', 'features', 'boot', 'halt', 'wipe', 'extr
             'self_bind', 'knobs', 'srun_mpi', 'fallback_env', 'fallback_hostline', 'configure',
             'version', 'peers', 'skip_calls', 'spack_build', *ORIGIN_ONLY)
 SRUN_MPI = ('pmi2', 'pmix')
-# The peer benchmarks: IMB-MPI1 (the Intel MPI wheel's) and Debian's NetPIPE modules.
-PEER_PROGRAMS = ('imb', 'NPmpich2', 'NPopenmpi', 'NPlam')
+# The peer benchmarks, each with its kind (how tests/peers.py runs and reads it): IMB-MPI1 (the
+# Intel MPI wheel's) and Debian's NetPIPE modules.
+PEER_PROGRAMS = {'imb': 'imb', 'NPmpich2': 'netpipe', 'NPopenmpi': 'netpipe', 'NPlam': 'netpipe'}
 # A stack with the MPICH ABI and no peers field runs IMB and NetPIPE's MPICH module on its own
 # libmpi.so.12 (the MPICH ABI shared by MPICH, Intel MPI and MVAPICH2).
 MPICH_ABI_PEERS = {'imb': {'libmpi.so.12': '{prefix}/lib/libmpi.so.12'},

@@ -58,7 +58,7 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 from reframe.core.exceptions import ReframeError
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed import hangs  # noqa: E402
+from testbed import hangs, registry  # noqa: E402
 from testbed.checks import (APPS, StackLaunch, after_launch, baseline_line,  # noqa: E402
                             drop_privileges, records, shm_floor_8B_us, stack_of)
 from testbed.peer_table import (STEADY, imb_version,  # noqa: E402
@@ -75,8 +75,6 @@ FACTOR = 1.10
 # Debian's python: the job account cannot read root's own interpreters.
 PYTHON = '/usr/bin/python3'
 IMB = '{intel}/bin/IMB-MPI1'
-# site/stacks.toml's peers: a NetPIPE module (NP...) or imb
-KIND = {'imb': 'imb', 'NPmpich2': 'netpipe', 'NPopenmpi': 'netpipe', 'NPlam': 'netpipe'}
 # What of ours each peer is compared with: the same statistic as the peer prints.
 OURS = {'imb': 'mean_us', 'netpipe': 'min_us'}
 NAMES = {'imb': 'IMB t_avg', 'netpipe': 'NetPIPE time'}
@@ -177,7 +175,7 @@ class PeerCompare(StackLaunch, rfm.RunOnlyRegressionTest):
         self.peers = {}
         chosen = list(stack.peers.items())[:1 if self.one_peer else None]
         for name, needs in chosen:
-            peer = KIND[name]
+            peer = registry.PEER_PROGRAMS[name]      # imb or netpipe
             if peer == 'imb' and 'intel-mpi-2021' not in reg.stacks:
                 raise ReframeError(f'imb on {stack.name}: IMB-MPI1 comes from the '
                                    'intel-mpi-2021 stack, which the registry does not hold')
