@@ -18,7 +18,7 @@ list:             ## list the ReFrame checks for every stack
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && cd reframe && reframe -c tests -l
 
 generate:         ## regenerate spack-envs/ and containers/ from the registry
-	python3 site/generate.py
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 -m testbed_site.generate
 
 references:       ## make references on this machine from RUNS (3) quick passes, or REPORTS, or stored SESSIONS
 	if [ -n "$(REPORTS)" ]; then TESTBED_REFERENCE_KIND=$(or $(KIND),all) bash ci/references.sh --reports $(REPORTS); \
@@ -79,14 +79,14 @@ pull-images:      ## on a cluster with Apptainer: pull every stack's image (REGI
 SITE_VARS = ACCOUNT QOS RESERVATION PARTITIONS OUT PROVIDE MODULES SIF_DIR STAGEDIR AGENT NODES STACKS
 
 site:             ## on a Slurm login node: write its ReFrame configuration (site/generated/<cluster>-site.py) [ACCOUNT= QOS= RESERVATION= PARTITIONS= OUT= PROVIDE= MODULES= SIF_DIR= STAGEDIR= AGENT= NODES= STACKS=]
-	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 site/make_site.py \
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 -m testbed_site.make_site \
 	    $(foreach v,$(SITE_VARS),$(if $($(v)),--$(subst _,-,$(shell echo $(v) | tr A-Z a-z))="$($(v))")) $(ARGS)
 
 cluster-up:       ## start the emulated cluster: NODES (2, up to 4), PROFILE (native|gige|10gige), MTU
-	python3 site/cluster/cluster.py up --nodes "$(or $(NODES),2)" --profile "$(or $(PROFILE),native)" --mtu "$(or $(MTU),1500)"
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 site/cluster/cluster.py up --nodes "$(or $(NODES),2)" --profile "$(or $(PROFILE),native)" --mtu "$(or $(MTU),1500)"
 
 cluster-status:   ## what of the emulated cluster is up
-	python3 site/cluster/cluster.py status
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 site/cluster/cluster.py status
 
 cluster-down:     ## stop it and remove every namespace, link, daemon and state (also after a crash)
-	python3 site/cluster/cluster.py down
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 site/cluster/cluster.py down

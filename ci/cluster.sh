@@ -118,7 +118,7 @@ with_fallback=$shaped_fallback run_profile gige 1500 -n "$sendrecv=$gige_ranges"
 run_profile 10gige 1500 -n "$sendrecv=quick"
 run_profile 10gige 9000 -n "$sendrecv=quick"
 echo "== link profiles: MPI against raw TCP, shaped latency"
-python3 "$repo/site/cluster/profile_check.py" "${reports[@]}" \
+python3 -m testbed_site.cluster.profile_check "${reports[@]}" \
     ${startup_report:+--startup "$startup_report"} --out "$repo/reframe/summary-cluster.md" || rc=1
 # kept with the machine record beside the quick pass's runs, so every figure traces to its run
 existing=()

@@ -32,8 +32,10 @@ for tool in podman mmdebstrap; do
     exit 2; }
 done
 # Which stacks: the registry's (origin debian or pypi: what install.py installs), or STACKS.
+# (the registry and the generator need only Python's standard library, no venv)
+export PYTHONPATH="$PWD/reframe"
 stacks=$(python3 -c '
-import sys; sys.path.insert(0, "reframe")
+import sys
 from testbed import registry
 reg = registry.load()
 try:

@@ -11,7 +11,6 @@ oci=${TESTBED_OCI_DIR:-/var/tmp/mpi-testbed-oci}
                                exit 2; }
 envs=$(python3 -c '
 import json, sys
-sys.path.insert(0, "'"$repo"'/reframe")
 from testbed import registry
 images = json.load(open(sys.argv[1]))["images"]
 print("|".join(s.environ for s in registry.load().stacks.values() if s.name in images))' \

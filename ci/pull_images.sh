@@ -11,10 +11,10 @@ command -v apptainer >/dev/null || { echo "error: apptainer not found on PATH" >
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$dir"
 # the stacks srun can start (srun_mpi in site/stacks.toml): the hybrid model needs it
-stacks=$(python3 -c '
-import sys; sys.path.insert(0, sys.argv[1] + "/reframe")
+# (the registry needs only Python's standard library: no venv on a node that only pulls)
+stacks=$(PYTHONPATH="$repo/reframe" python3 -c '
 from testbed import registry
-print(" ".join(s.name for s in registry.load().stacks.values() if s.srun_mpi))' "$repo")
+print(" ".join(s.name for s in registry.load().stacks.values() if s.srun_mpi))')
 for s in $stacks; do
   echo "== $s"
   apptainer pull --force "$dir/$s.sif" "$url/mpi-testbed-$s:$tag"

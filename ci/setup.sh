@@ -10,4 +10,6 @@ fi
 # tomllib needs Python >= 3.11: Debian bookworm's python3 has it.
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3)
-exec "$py" "$repo/reframe/testbed/install.py" "$@"
+# The installer is part of the testbed package it installs: before the set-up, Python finds it
+# through PYTHONPATH (the only place that needs it).
+PYTHONPATH="$repo/reframe" exec "$py" -m testbed.install "$@"

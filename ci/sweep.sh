@@ -44,7 +44,7 @@ PY
 [ $# -gt 0 ] || set -- -n 'P2PMatrix.*Send-Recv/complete.*%size_range=quick' \
     -S P2PMatrix.samples=15 -n 'Su3Run.*%ranks=2'
 echo "== sweep $series: $stacks"
-python3 "$repo/reframe/testbed/install.py" --registry "$versions" --stacks "$stacks"
+PYTHONPATH="$repo/reframe" python3 -m testbed.install --registry "$versions" --stacks "$stacks"
 rc=$?
 [ $rc -eq 2 ] && exit 2          # not root, or a registry error: said above
 [ $rc -eq 0 ] || { echo "error: ci/sweep.sh: the set-up failed (see above)" >&2; exit 1; }

@@ -20,6 +20,13 @@ if [ -n "$_tb_repo" ]; then
     export TESTBED_HOME=${TESTBED_HOME:-/opt/mpi-testbed}
     export PATH="$TESTBED_HOME/reframe/bin:$PATH"
     export RFM_CONFIG_FILES="$_tb_repo/site/local.py"
-    export PYTHONPATH="$_tb_repo/reframe${PYTHONPATH:+:$PYTHONPATH}"
+    # The set-up installs this clone's testbed package into the venv (editable); the venv is
+    # shared by the clones of a host, so say so when it serves another one.
+    _tb_pkg=$("$TESTBED_HOME/reframe/bin/python" -c 'import importlib.util as u; print(u.find_spec("testbed").origin)' 2>/dev/null)
+    if [ "$_tb_pkg" != "$_tb_repo/reframe/testbed/__init__.py" ]; then
+        echo "site/env.sh: the ReFrame venv in $TESTBED_HOME serves the testbed package from" \
+             "${_tb_pkg:-nowhere}, not this clone: run make setup here" >&2
+    fi
+    unset _tb_pkg
 fi
 unset _tb_repo

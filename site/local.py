@@ -13,16 +13,10 @@ reports stay in reframe/ of the checkout.
 import getpass
 import json
 import os
-import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Appended, and only when missing: ReFrame imports this file inside a context that appends
-# the file's folder to sys.path and on exit pops by index, so inserting at the front here
-# made it pop the venv's site-packages instead (polars then could not be imported).
-if os.path.join(REPO, 'reframe') not in sys.path:
-    sys.path.append(os.path.join(REPO, 'reframe'))
-from reframe.core.exceptions import ConfigError  # noqa: E402
-from testbed import registry  # noqa: E402
+from reframe.core.exceptions import ConfigError
+from testbed import registry      # the testbed package, installed in the venv by the set-up
 
 try:
     REGISTRY = registry.load()

@@ -36,9 +36,7 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if os.path.join(REPO, 'reframe') not in sys.path:
-    sys.path.append(os.path.join(REPO, 'reframe'))
-from testbed import registry  # noqa: E402
+from testbed import registry
 
 #: the ways a node can provide a stack, in the default order: the registry's own build first
 #: (it is the stack as declared), then builds made from the registry (Spack, images), then a
@@ -537,10 +535,7 @@ def render(site, lines):
 #   RFM_CONFIG_FILES={site["out"]} reframe -c tests -r ...
 # Found, and left out:
 {head}
-import sys
-
-sys.path.append({os.path.join(site["repo"], "site")!r})
-import make_site  # noqa: E402
+from testbed_site import make_site     # the testbed package (pip install -e {site["repo"]})
 
 SITE = {pprint.pformat(site, width=96, sort_dicts=True)}
 

@@ -11,15 +11,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
+
+from testbed import hpl_input
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = '/opt/mpi-testbed/src/hpcc'
 CC = shutil.which('mpicc.mpich')
-sys.path.insert(0, HERE)
-import hpl_input  # noqa: E402
 
 N, NB = 600, 50
 

@@ -7,7 +7,7 @@
  * two things added: HPL_main reads HPL.dat from the working directory
  * (standalone.patch) and prints its usual report. The exit status is 0 after
  * any completed run, as with HPL: whether the residual checks passed is read
- * from the report (apps/hpl/hpl_input.py parse_hpl_output).
+ * from the report (reframe/testbed/hpl_input.py parse_hpl_output).
  *
  * Added, because this driver is the project's own: one HPL-RUN record before
  * the report (the library's version, every rank's CPU) and one HPL-END after it
@@ -63,7 +63,7 @@ static void usage(FILE *out)
             "usage: mpiexec -n P*Q xhpl [--bind-self] [--no-panels]\n"
             "HPL 2.0 (from Debian's hpcc source): reads HPL.dat in the current\n"
             "directory and writes the report where HPL.dat's device line says\n"
-            "(6 = stdout). Write HPL.dat with apps/hpl/hpl_input.py.\n"
+            "(6 = stdout). Write HPL.dat with reframe/testbed/hpl_input.py.\n"
             "  --bind-self  pin rank r to the r-th CPU this process may use, for\n"
             "               launchers that cannot bind (LAM)\n"
             "  --no-panels  no HPL-PANELS: the panels are still timed during the run, as\n"

@@ -1,11 +1,8 @@
 """steady_rounds.py, which a PeerCompare job asks between rounds whether it may stop: a round
 counts when our launches around the peer's read the same 8-byte floor. No MPI needed."""
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import steady_rounds as sr  # noqa: E402
+import steady_rounds as sr  # beside this file: pytest puts its folder on the path
 
 
 def write_log(path, floor_us):

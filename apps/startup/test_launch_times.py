@@ -1,13 +1,10 @@
 """Tests of launch_times.py that need no MPI: argument checks and statistics.
 Run: python3 -m pytest -q apps/startup/test_launch_times.py"""
 import json
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import launch_times as lt  # noqa: E402
+import launch_times as lt  # beside this file: pytest puts its folder on the path
 
 BASE = ["--launcher", "mpiexec -n {np}", "--np", "2,4"]
 

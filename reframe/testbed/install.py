@@ -17,9 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-if __package__ in (None, ''):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from testbed import origins, registry  # noqa: E402
+from testbed import origins, registry
 
 REFRAME_PIN = 'reframe-hpc==4.10.4'
 # polars: ReFrame's results storage needs it (sessions kept for testbed.compare and
@@ -100,6 +98,21 @@ def make_venv(prefix, pkgs, logfile, no_deps=False):
     extra = ['--no-deps'] if no_deps else []
     return run([py, '-m', 'pip', 'install', '--disable-pip-version-check', '-q', *extra, *pkgs],
                logfile)
+
+
+def install_testbed_package(venv, repo, logfile):
+    """The testbed package (pyproject.toml: testbed and testbed_site) into the ReFrame venv,
+    editable, so that this clone's code is what ReFrame and the tools import; done again only
+    when the venv serves it from another clone (the venv is shared by every clone of a host)."""
+    py = os.path.join(venv, 'bin', 'python')
+    where = subprocess.run([py, '-c', 'import importlib.util as u; '
+                            'print(u.find_spec("testbed").origin, u.find_spec("testbed_site").origin)'],
+                           capture_output=True, text=True)
+    want = f'{repo / "reframe" / "testbed" / "__init__.py"} {repo / "site" / "__init__.py"}'
+    if where.returncode == 0 and where.stdout.strip() == want:
+        return True, ''
+    return run([py, '-m', 'pip', 'install', '--disable-pip-version-check', '-q', '--no-deps',
+                '-e', str(repo)], logfile)
 
 
 def ensure_account(name, logfile):
@@ -298,6 +311,8 @@ def main(argv=None):
         ('emulated cluster', lambda f: apt_install(CLUSTER_DEBS, f, updated)),
         ('report browser', lambda f: apt_install(REPORT_DEBS, f, updated)),
         ('ReFrame venv', lambda f: make_venv(str(home / 'reframe'), TOOL_PACKAGES, f)),
+        ('testbed package', lambda f: install_testbed_package(str(home / 'reframe'),
+                                                              registry.REPO, f)),
         (f'account {reg.run_as}', lambda f: ensure_account(reg.run_as, f)),
         ('host name', ensure_hostname_resolves),
         ('the clone open to the job account',

@@ -47,7 +47,6 @@ false-alarmed (lam-7.1's xcopy at 0.84x of its row in a clean run, docs/measurem
 """
 import os
 import shlex
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -56,18 +55,15 @@ from reframe.core.builtins import fixture, parameter, run_after, run_before, san
     variable
 from reframe.core.exceptions import BuildError, ReframeError
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed import machine, registry  # noqa: E402
-from testbed.binding import placement_problem  # noqa: E402
-from testbed.held import why_not_held  # noqa: E402
-from testbed.checks import (APPS, BuildInRunSlot, ReferenceLookup, StackLaunch,  # noqa: E402
+from testbed import hpl_input, machine, registry
+from testbed.binding import placement_problem
+from testbed.held import why_not_held
+from testbed.checks import (APPS, BuildInRunSlot, ReferenceLookup, StackLaunch,
                             after_launch, baseline_line, extra_launch, in_job_as_account,
                             install_failure, kernel_copy_problem, records, stack_of)
-from testbed.perf import lookup, set_perf_variables  # noqa: E402
-from testbed.references import floor_of  # noqa: E402
+from testbed.perf import lookup, set_perf_variables
+from testbed.references import floor_of
 
-sys.path.insert(0, str(APPS / 'hpl'))
-import hpl_input  # noqa: E402
 
 
 class HplBuild(BuildInRunSlot, rfm.CompileOnlyRegressionTest):
@@ -325,8 +321,8 @@ class HplRun(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         # boot: a base class's hooks run first) and right after it; then, where the ranks fit
         # the cores, xhpl once more (run_again; not a baseline, so an injected slowdown of the
         # run slows it too), and the figures take the faster run, as su3's speedup_busy does:
-        # a quick pass (third Xeon VM, 2026-11-27) had mpich-5.0's run and first baseline in
-        # a slow minute of the VM and its second baseline not (efficiency 0.880 of its row).
+        # a slow minute of the VM can hold the run and one baseline but not the other
+        # (docs/verification.md, "2026-11-27: HPL slowed on the third VM, and run twice").
         dgemm = registry.shell_join(
             in_job_as_account(self, reg) + [self.build.dgemm_rate, '--n', str(self.dgemm_n),
                                             '--reps', str(self.dgemm_reps),

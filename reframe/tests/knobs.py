@@ -12,15 +12,13 @@ outside it; MPICH's string-valued MPIR_CVAR_* read back empty) is skipped with t
 is not counted as passed.
 """
 import os
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed.checks import AppBuild, StackLaunch, records, stack_of  # noqa: E402
+from testbed.checks import AppBuild, StackLaunch, records, stack_of
 
 
 class KnobsBuild(AppBuild):

@@ -18,17 +18,15 @@ has MPI-2 one-sided only (no lock_all/flush); on mpich-4.0 (4.0.2 over UCX) both
 the notification forever (docs/one-sided.md). LAM runs fence and pscw.
 """
 import os
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed import binding  # noqa: E402
-from testbed.checks import AppBuild, StackLaunch, records, stack_of  # noqa: E402
-from testbed.sizes import SCHEDULES  # noqa: E402
+from testbed import binding
+from testbed.checks import AppBuild, StackLaunch, records, stack_of
+from testbed.sizes import SCHEDULES
 
 OPS = ['Put', 'Get']
 SMALL, LARGE = 8, 1048576

@@ -14,7 +14,6 @@ absolute figures belong to one machine (reframe/testbed/machine.py).
 import json
 import math
 import os
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -22,13 +21,12 @@ import reframe.utility.udeps as udeps
 from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
                                    run_before, sanity_function, variable)
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed import binding  # noqa: E402
-from testbed.held import why_below_its_layer  # noqa: E402
-from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, records,  # noqa: E402
+from testbed import binding
+from testbed.held import why_below_its_layer
+from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, records,
                             shm_floor_8B_us, stack_of)
-from testbed.references import median_over_modes  # noqa: E402
-from testbed.sizes import SCHEDULES  # noqa: E402
+from testbed.references import median_over_modes
+from testbed.sizes import SCHEDULES
 
 PAIRS = [f'{s}-{r}' for s in ('Send', 'Isend', 'Ssend', 'Issend') for r in ('Recv', 'Irecv')]
 # 'preposted' posts the next Irecv before the partner can send: it exists for Irecv pairs only.
@@ -114,8 +112,8 @@ class P2PMatrix(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     @run_before('performance', always_last=True)
     def raw_tcp_held(self):
         """time_over_tcp_poll below 1 is reported, not judged (drop_judgement): MPI cannot beat
-        the socket path it runs on, so the raw-TCP baseline ran slow (seen once on a shaped
-        link: docs/verification.md, 2026-11-28 afternoon)."""
+        the socket path it runs on, so the raw-TCP baseline ran slow (docs/verification.md,
+        "2026-11-28 (afternoon): the test command green from nothing, ...")."""
         if 'time_over_tcp_poll' in self.perf_variable_names():      # asserted: a shaped link
             why = why_below_its_layer(sn.evaluate(self._geomean('time_over_tcp_poll')),
                                       'busy-poll raw TCP over the same link')

@@ -49,7 +49,6 @@ import os
 import pwd
 import shlex
 import subprocess
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -57,15 +56,14 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import ReframeError
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed import hangs, registry  # noqa: E402
-from testbed.checks import (APPS, StackLaunch, after_launch, baseline_line,  # noqa: E402
+from testbed import hangs, registry
+from testbed.checks import (APPS, StackLaunch, after_launch, baseline_line,
                             drop_privileges, records, shm_floor_8B_us, stack_of)
-from testbed.peer_table import (STEADY, imb_version,  # noqa: E402
+from testbed.peer_table import (STEADY, imb_version,
                                 netpipe_repetitions, paired_rounds, parse_imb, parse_netpipe)
-from testbed.perf import set_perf_variables  # noqa: E402
-from testbed.registry import shell_join  # noqa: E402
-from p2p_matrix import P2PBuild  # noqa: E402
+from testbed.perf import set_perf_variables
+from testbed.registry import shell_join
+from p2p_matrix import P2PBuild
 
 SIZES = [8, 1024, 65536, 1048576]
 #: timeout's exit status for a command it ended

@@ -27,20 +27,18 @@ import json
 import os
 import pwd
 import shutil
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_before, sanity_function, variable
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed.binding import placement_problem  # noqa: E402
-from testbed.checks import APPS, StackLaunch, drop_privileges, records, stack_of  # noqa: E402
-from testbed.peer_table import netpipe_repetitions, parse_netpipe  # noqa: E402
-from testbed.perf import set_perf_variables  # noqa: E402
-from testbed.registry import shell_join  # noqa: E402
-from pvm_matrix import PvmBuild  # noqa: E402
+from testbed.binding import placement_problem
+from testbed.checks import APPS, StackLaunch, drop_privileges, records, stack_of
+from testbed.peer_table import netpipe_repetitions, parse_netpipe
+from testbed.perf import set_perf_variables
+from testbed.registry import shell_join
+from pvm_matrix import PvmBuild
 
 SIZES = [8, 1024, 65536, 1048576]
 ASSERTED = [8, 1048576]

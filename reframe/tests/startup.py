@@ -16,14 +16,13 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from reframe.core.backends import getlauncher  # noqa: E402
-from reframe.core.exceptions import ReframeError  # noqa: E402
-from testbed.checks import (APPS, AppBuild, ReferenceLookup, as_job_account,  # noqa: E402
+from reframe.core.backends import getlauncher
+from reframe.core.exceptions import ReframeError
+from testbed.checks import (APPS, AppBuild, ReferenceLookup, as_job_account,
                             drop_privileges, fallback_launch, job_env, job_exit_code,
                             one_task_on_each_node, partition_knobs, stack_of)
-from testbed.hangs import HangGuard  # noqa: E402
-from testbed.perf import lookup, set_perf_variables  # noqa: E402
+from testbed.hangs import HangGuard
+from testbed.perf import lookup, set_perf_variables
 
 
 class StartupBuild(AppBuild):

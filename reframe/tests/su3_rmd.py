@@ -28,97 +28,20 @@ figures do not. A run with more ranks than cores is reported, never asserted as 
 it carries no reference.
 """
 import json
-import math
 import os
-import statistics
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import (fixture, parameter, performance_function, run_after,
                                    run_before, sanity_function, variable)
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-from testbed import checks, registry  # noqa: E402
-from testbed.binding import placement_problem  # noqa: E402
-from testbed.held import why_not_held  # noqa: E402
-from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, after_launch,  # noqa
+from testbed import registry
+from testbed.binding import placement_problem
+from testbed.held import why_not_held
+from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, after_launch,
                             baseline_line, extra_launch, records, stack_of)
-
-UNITARITY = 1e-10
-#: plaquettes of the same seed and lattice agree to this, relative, whatever the ranks
-SAME_PLAQUETTE = 1e-10
-
-
-def plaquette_difference(ref, got):
-    """The first pair (ref, got) of plaquettes that differ by more than SAME_PLAQUETTE
-    relative, None if all agree (compared over the shorter list)."""
-    return next(((a, b) for a, b in zip(ref, got) if abs(a - b) > SAME_PLAQUETTE * abs(a)),
-                None)
-
-
-def over_memcpy(gathers, field='lq_s'):
-    """The geometric mean over message sizes of a time per message (`field` of the SU3-GATHER
-    records) over the seconds memcpy takes for the same bytes on the same core. 'lq_s': the
-    gathers' lower quartile inside MPI during the run (gather_over_memcpy); 'exchange_min_s':
-    the same exchange timed alone after the run, the ranks in step, its least sample
-    (exchange_over_memcpy)."""
-    if not gathers:
-        raise ValueError('no SU3-GATHER record in the output')
-    logs = []
-    for g in gathers:
-        if not g.get('memcpy_lq_s') or not g.get(field, 0) > 0:
-            raise ValueError(f'SU3-GATHER for {g.get("bytes")} bytes has no {field}: {g}')
-        logs.append(math.log(g[field] / g['memcpy_lq_s']))
-    return math.exp(sum(logs) / len(logs))
-
-
-def exchange_problem(gathers):
-    """What is wrong with the exchanges timed alone (SU3-GATHER records), None if nothing:
-    every size was timed and each sample's last message brought what its sender sent."""
-    for g in gathers:
-        if 'exchange_bad' not in g:
-            return f'the exchange of {g["bytes"]} bytes was not timed (see stderr)'
-        if g['exchange_bad']:
-            return f'the exchange of {g["bytes"]} bytes delivered a wrong payload in ' \
-                f'{g["exchange_bad"]} of {g["exchange_samples"]} samples'
-        for way in ('shm', 'cma'):
-            if g.get(f'{way}_exchange_bad'):
-                return f'the exchange of {g["bytes"]} bytes through ' \
-                    f'{"shared memory" if way == "shm" else "the kernel"} (the baseline) ' \
-                    f'delivered a wrong payload in {g[f"{way}_exchange_bad"]} of ' \
-                    f'{g["exchange_samples"]} samples'
-    return None
-
-
-def over_shm(gathers, way='shm'):
-    """The geometric mean over message sizes of the exchange timed alone (its least sample)
-    over the same exchange with no library (its least sample, timed sample by sample beside
-    it: apps/su3_rmd/shm_exchange.c), `way` 'shm' (copies through shared memory) or 'cma'
-    (process_vm_readv); None where a record has no such time (more than two ranks, ranks on
-    two hosts, or a kernel that refused process_vm_readv)."""
-    field = f'{way}_exchange_min_s'
-    if not gathers or not all(g.get(field, 0) > 0 and g.get('exchange_min_s', 0) > 0
-                              for g in gathers):
-        return None
-    logs = [math.log(g['exchange_min_s'] / g[field]) for g in gathers]
-    return math.exp(sum(logs) / len(logs))
-
-
-def kernel_copy_problem(reference, gathers):
-    """Why exchange_over_cma, where it has a row to meet, cannot be asserted, or None
-    (testbed.checks.kernel_copy_problem): the kernel copy left out of every record."""
-    return checks.kernel_copy_problem(reference, 'exchange_over_cma',
-                                      over_shm(gathers, 'cma') is not None, 'Su3Run')
-
-
-def lower_quartile(trajs):
-    """The lower quartile of the seconds of the timed trajectories (trajectory 0, the cold
-    start, has no dynamics), interpolated between order statistics."""
-    t = [float(x['seconds']) for x in trajs if x['traj'] > 0]
-    if not t:
-        raise ValueError('no timed trajectory in the output')
-    return statistics.quantiles(t, n=4, method='inclusive')[0] if len(t) > 1 else t[0]
+from testbed.su3 import (UNITARITY, exchange_problem, kernel_copy_problem, lower_quartile,
+                         over_memcpy, over_shm, plaquette_difference)
 
 
 class Su3Build(AppBuild):
@@ -371,10 +294,9 @@ class Su3Run(Su3Base):
         """1-rank seconds per trajectory over this run's, both measured in this job: the lower
         quartiles over the timed trajectories. Every trajectory does the same work, so a slower
         library lengthens them all and moves the quartile; another tenant's load lengthens the
-        ones it lands on. The median was not enough: in a CI run of 2026-11-24 (mpich-5.0,
-        isend) half of the 2-rank trajectories took 14-17 ms against 10.6-11.3 ms for the
-        rest, interleaved over the whole second of the run, and the median-based speedup fell
-        to 1.64 (its reference 1.95); the lower quartiles give 1.87."""
+        ones it lands on. The median was not enough: a tenant's load on half the trajectories
+        moved it by a sixth (docs/verification.md, "2026-11-24: two placements of the vCPUs,
+        lower-quartile speedups, ...")."""
         return sn.defer(lower_quartile(self.trajs('np1.out')) / lower_quartile(self.trajs()))
 
     @performance_function('ratio')
@@ -382,9 +304,10 @@ class Su3Run(Su3Base):
         """su3's own communication, undiluted by its arithmetic: the gathers' time inside MPI
         (lower quartile per message size) over memcpy of the same bytes on the same cores
         just after the run, geometric mean over the sizes (gather_over_memcpy above). Reported
-        only (since 2026-11-26): its lower quartile also holds the wait for a partner still
-        computing, which doubled for hours on the Xeon VM with memcpy and every library
-        unchanged (docs/measurement.md); exchange_over_memcpy is the same calls without it."""
+        only: its lower quartile also holds the wait for a partner still computing, which
+        doubled for hours with every library unchanged (docs/verification.md, "2026-11-26:
+        su3's exchange, from a pause to the kernel copy"); exchange_over_memcpy is the same
+        calls without it."""
         return sn.defer(over_memcpy(self.gathers()))
 
     @performance_function('ratio')
@@ -421,9 +344,9 @@ class Su3Run(Su3Base):
         two cores the same way and follows the VM's drift (correlation 0.98 with the
         exchange over 14 runs), which memcpy within a core does not. Where the run is
         launched again (busy_baseline) the lower of the two launches' figures, each over its
-        own kernel copy: a launch can be slow throughout (intel-mpi-2021's Isend exchange
-        once read 1.28x its row, every sample, third Xeon VM 2026-11-27 19:30 UTC), and an
-        injected slowdown or a slower library slows both launches."""
+        own kernel copy: a launch can be slow throughout, every sample (docs/verification.md,
+        "2026-11-27: su3's exchange from the faster of two launches"), and an injected
+        slowdown or a slower library slows both launches."""
         figures = [over_shm(gathers, 'cma') for gathers in self.gather_records()]
         figures = [f for f in figures if f is not None]
         return sn.defer(min(figures) if figures else None)
@@ -453,9 +376,8 @@ class Su3Run(Su3Base):
         tenant that takes part of one core through the run slows the run and both baselines
         alike, and leaves the ratio; a load that touches one baseline only was not on the
         machine the run had (as in HplRun), and one that touches one run only was not on the
-        machine its baselines had: once (third Xeon VM, 2026-11-27) the run took 16.2 ms a
-        trajectory against 13.8-14.7 in 59 other cases, its second baseline 27.1, and the
-        figure fell to 0.86x its row."""
+        machine its baselines had (docs/verification.md, "2026-11-27: the rows on a third Xeon
+        VM, and su3's run twice")."""
         busy = min(lower_quartile(self.trajs('alone.out')),
                    lower_quartile(self.trajs('alone_after.out')))
         run = min(lower_quartile(self.trajs()), lower_quartile(self.trajs('run_again.out')))

@@ -78,8 +78,7 @@ def test_bad_input_is_named_and_builds_nothing(clean):
 
 
 def test_bad_profile_file_names_the_field(tmp_path):
-    sys.path.insert(0, str(REPO / 'site' / 'cluster'))
-    import cluster as c
+    from testbed_site.cluster import cluster as c
     bad = tmp_path / 'links.toml'
     bad.write_text('[slow]\nrate_mbit = -3\n')
     with pytest.raises(c.ClusterError, match=r'links.toml: \[slow\].rate_mbit: -3'):
@@ -126,7 +125,6 @@ def test_the_fallback_agent_enters_a_node_as_the_job_account(clean):
     """The agent runs a command inside another node (its hostname, address and core) as the
     account that called it; the sudo rule that allows this exists only while the cluster is up,
     and lends nothing to root or to a name that is not a node."""
-    sys.path.insert(0, str(REPO / 'reframe'))
     from testbed import registry
     account = registry.load().run_as
     sudoers = Path('/etc/sudoers.d/mpi-testbed-cluster')
@@ -158,7 +156,6 @@ def test_a_process_posing_as_a_slurmd_is_refused(clean):
     program bound over the tools enter-node runs, and asks sudo to enter that "node". Refused:
     the node is found by root's pid file, never by a command line, and the process it names
     must be root's, in the first user namespace; nothing runs as root inside the node."""
-    sys.path.insert(0, str(REPO / 'reframe'))
     from testbed import registry
     account = registry.load().run_as
     r = cluster('up', '--nodes', '2')
@@ -228,7 +225,6 @@ def test_a_process_posing_as_a_slurmd_is_refused(clean):
 def test_a_checkout_under_tmp_is_seen_on_every_node(clean):
     """Each node has a /tmp of its own; a checkout there is still seen on the nodes, as on a
     shared file system (jobs run programs from it: StartupTime's launch_times.py once failed)."""
-    sys.path.insert(0, str(REPO / 'reframe'))
     from testbed import registry
     account = registry.load().run_as
     copy = Path(tempfile.mkdtemp(prefix='testbed-checkout-', dir='/tmp'))

@@ -13,7 +13,7 @@ REPO = registry.REPO
 DASH = shutil.which('dash')
 pytestmark = pytest.mark.skipif(not DASH, reason='dash is not installed')
 
-SHOW = 'echo "$RFM_CONFIG_FILES|$PYTHONPATH"; command -v reframe'
+SHOW = 'echo "$RFM_CONFIG_FILES"; command -v reframe'
 
 
 def sourced(shell, script, cwd):
@@ -32,14 +32,28 @@ def test_env_sh_finds_the_repository(shell, script, cwd):
     proc = sourced(shell, script, cwd)
     assert proc.returncode == 0 and 'Bad substitution' not in proc.stderr, proc.stderr
     first, *rest = proc.stdout.splitlines()
-    assert first == f'{REPO}/site/local.py|{REPO}/reframe'
+    assert first == f'{REPO}/site/local.py'
+    assert 'serves the testbed package' not in proc.stderr, proc.stderr   # the set-up's clone
     assert rest and rest[0].endswith('/reframe/bin/reframe')
 
 
 def test_env_sh_under_dash_elsewhere_says_what_to_do():
     proc = sourced('dash', f'. {REPO}/site/env.sh; {SHOW}', '/')
     assert 'set TESTBED_REPO' in proc.stderr
-    assert proc.stdout.startswith('|')      # nothing half-set
+    assert proc.stdout.startswith('\n')     # nothing half-set
+
+
+def test_env_sh_says_when_the_venv_serves_another_clone(tmp_path):
+    """The venv is shared by the clones of a host: a clone whose package is not the one
+    installed is told to run the set-up (else it would run another clone's code)."""
+    fake = tmp_path / 'reframe' / 'bin' / 'python'
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/bin/sh\necho /elsewhere/reframe/testbed/__init__.py\n')
+    fake.chmod(0o755)
+    proc = sourced('dash', f'TESTBED_HOME={tmp_path} TESTBED_REPO={REPO} . {REPO}/site/env.sh',
+                   '/')
+    assert 'serves the testbed package from /elsewhere/reframe/testbed/__init__.py, not this ' \
+        'clone: run make setup here' in proc.stderr, proc.stderr
 
 
 def test_make_list_under_dash():

@@ -59,7 +59,7 @@ srun_mpi = "pmi2"
     assert generate('--registry', str(copy), '--root', str(root)).returncode == 0
     assert '- mpich@=4.3.2 device=ch4 netmod=ofi' in \
         (root / 'spack-envs/mpich-4.3/spack.yaml').read_text()
-    assert 'install.py --image --stacks mpich-4.3' in \
+    assert 'testbed.install --image --stacks mpich-4.3' in \
         (root / 'containers/mpich-4.3/Containerfile').read_text()
     assert generate('--check', '--registry', str(copy), '--root', str(root)).returncode == 0
 

@@ -16,8 +16,7 @@ from testbed import registry
 
 REPO = registry.REPO
 MAKE_SITE = REPO / 'site' / 'make_site.py'
-sys.path.append(str(REPO / 'site'))
-import make_site  # noqa: E402
+from testbed_site import make_site
 
 SINFO = '''compute|up|n1|idle|4
 compute|up|n2|mixed|4

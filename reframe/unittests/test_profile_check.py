@@ -1,10 +1,5 @@
 """site/cluster/profile_check.py: PVM's routes between the nodes, in the study's direction."""
-import sys
-
-from testbed import registry
-
-sys.path.insert(0, str(registry.REPO / 'site' / 'cluster'))
-import profile_check  # noqa: E402
+from testbed_site.cluster import profile_check
 
 
 def test_direct_slower_than_the_daemons_on_native_fails_and_gige_is_only_reported():

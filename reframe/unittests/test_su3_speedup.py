@@ -1,12 +1,8 @@
 """su3_rmd's speedup is the ratio of the lower quartiles of the trajectory times: another
 tenant's load that lengthens half the trajectories leaves it, a slower library moves it."""
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tests'))
-from su3_rmd import lower_quartile  # noqa: E402
+from testbed.su3 import lower_quartile
 
 
 def trajs(seconds):
@@ -33,7 +29,7 @@ def test_interleaved_load_on_half_the_trajectories_leaves_the_speedup():
 
 
 def test_over_memcpy_is_the_geometric_mean_over_sizes():
-    from su3_rmd import over_memcpy
+    from testbed.su3 import over_memcpy
     gathers = [{'bytes': 36864, 'lq_s': 8e-6, 'exchange_lq_s': 3e-6, 'memcpy_lq_s': 1e-6},
                {'bytes': 27648, 'lq_s': 2e-6, 'exchange_lq_s': 12e-6, 'memcpy_lq_s': 1e-6}]
     assert over_memcpy(gathers) == pytest.approx(4.0)
@@ -44,7 +40,7 @@ def test_over_memcpy_is_the_geometric_mean_over_sizes():
 
 
 def test_over_memcpy_names_what_is_missing():
-    from su3_rmd import over_memcpy
+    from testbed.su3 import over_memcpy
     with pytest.raises(ValueError, match='no SU3-GATHER record'):
         over_memcpy([])
     with pytest.raises(ValueError, match='36864 bytes has no lq_s'):
@@ -54,7 +50,7 @@ def test_over_memcpy_names_what_is_missing():
 
 
 def test_exchange_problem_names_an_untimed_size_and_a_wrong_payload():
-    from su3_rmd import exchange_problem
+    from testbed.su3 import exchange_problem
     good = {'bytes': 36864, 'exchange_lq_s': 3e-6, 'exchange_samples': 51, 'exchange_bad': 0}
     assert exchange_problem([good]) is None
     assert 'exchange of 27648 bytes was not timed' in exchange_problem(
@@ -65,7 +61,7 @@ def test_exchange_problem_names_an_untimed_size_and_a_wrong_payload():
 
 
 def test_over_shm_is_the_geometric_mean_and_absent_without_the_baseline():
-    from su3_rmd import over_shm
+    from testbed.su3 import over_shm
     gathers = [{'bytes': 36864, 'exchange_min_s': 4e-6, 'shm_exchange_min_s': 2e-6},
                {'bytes': 27648, 'exchange_min_s': 4e-6, 'shm_exchange_min_s': 8e-6}]
     assert over_shm(gathers) == pytest.approx(1.0)
@@ -75,7 +71,7 @@ def test_over_shm_is_the_geometric_mean_and_absent_without_the_baseline():
 
 
 def test_over_cma_reads_the_kernel_times_and_names_a_wrong_payload():
-    from su3_rmd import exchange_problem, over_shm
+    from testbed.su3 import exchange_problem, over_shm
     gathers = [{'bytes': 36864, 'exchange_min_s': 3e-6, 'cma_exchange_min_s': 2e-6},
                {'bytes': 27648, 'exchange_min_s': 3e-6, 'cma_exchange_min_s': 2e-6}]
     assert over_shm(gathers, 'cma') == pytest.approx(1.5)
@@ -88,7 +84,7 @@ def test_over_cma_reads_the_kernel_times_and_names_a_wrong_payload():
 
 def test_an_asserted_kernel_copy_that_did_not_run_fails_naming_the_figure():
     from reframe.utility import ScopedDict
-    from su3_rmd import kernel_copy_problem
+    from testbed.su3 import kernel_copy_problem
     row = ScopedDict({'testbed-local:default': {'exchange_over_cma': (1.6, -0.14, 0.16, 'ratio')}})
     refused = [{'bytes': 36864, 'exchange_min_s': 3e-6}]     # the kernel refused: no cma time
     ran = [dict(refused[0], cma_exchange_min_s=2e-6)]

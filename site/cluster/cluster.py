@@ -355,8 +355,7 @@ def up(n_nodes, profile_name, mtu):
 
 
 def job_account():
-    sys.path.insert(0, os.path.join(REPO, 'reframe'))
-    from testbed import registry
+    from testbed import registry      # the set-up installed the package into the venv
     return registry.load().run_as
 
 

@@ -28,9 +28,8 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, 'reframe'))
-from testbed import registry  # noqa: E402
-from cluster import RUN as CLUSTER_DIR  # noqa: E402  (cluster.py, beside this script)
+from testbed import registry
+from testbed_site.cluster.cluster import RUN as CLUSTER_DIR
 
 BUILD = '/var/tmp/mpi-testbed-cluster-build'
 PMIS = ('pmi2', 'pmix')

@@ -33,9 +33,7 @@ import sys
 import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# the testbed package, for a run without site/env.sh's PYTHONPATH
-sys.path.insert(1, os.path.join(HERE, '..', '..', 'reframe'))
-from testbed import results  # noqa: E402
+from testbed import results
 SIZES = (8, 1048576)
 
 

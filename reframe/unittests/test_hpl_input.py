@@ -1,12 +1,10 @@
-"""Tests of hpl_input.py that need no MPI: HPL.dat validation and report parsing."""
-import os
+"""Tests of testbed/hpl_input.py that need no MPI: HPL.dat validation and report parsing."""
 import subprocess
 import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import hpl_input  # noqa: E402
+from testbed import hpl_input
 
 # A report in xhpl's layout: two tests, the second failing its residual check.
 REPORT = """\
@@ -132,15 +130,14 @@ def test_parse_unchecked_run_does_not_count():
 
 
 def test_command_line(tmp_path):
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hpl_input.py")
     target = tmp_path / "out" / "HPL.dat"
-    ok = subprocess.run([sys.executable, script, "write", "--N", "2000", "--NB", "100",
+    ok = subprocess.run([sys.executable, "-m", "testbed.hpl_input", "write", "--N", "2000", "--NB", "100",
                          "--P", "1", "--Q", "2", str(target)], capture_output=True, text=True)
     assert ok.returncode == 0 and target.exists()
-    bad = subprocess.run([sys.executable, script, "write", "--N", "2000", "--NB", "150",
+    bad = subprocess.run([sys.executable, "-m", "testbed.hpl_input", "write", "--N", "2000", "--NB", "150",
                           "--P", "1", "--Q", "2", str(target)], capture_output=True, text=True)
     assert bad.returncode == 2 and "NB=150" in bad.stderr
-    parsed = subprocess.run([sys.executable, script, "parse", "-"], input=REPORT,
+    parsed = subprocess.run([sys.executable, "-m", "testbed.hpl_input", "parse", "-"], input=REPORT,
                             capture_output=True, text=True)
     assert parsed.returncode == 1
     assert parsed.stdout.count("HPL-RESULT ") == 2 and '"ok": false' in parsed.stdout

@@ -1,0 +1,1 @@
+"""The testbed's Python package: registry, launch plan, results layer and reports."""
