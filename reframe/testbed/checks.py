@@ -266,10 +266,9 @@ class BuildInRunSlot(rfm.RegressionTestPlugin):
     """A build on a partition whose jobs run on this machine (the local scheduler) takes the
     partition's job slot. ReFrame's default policy (async) runs builds beside jobs: builds
     count against max_local_jobs (8), jobs against the partition's max_jobs (1), so a build
-    could compile on the cores a timed run owns. Seen on 2026-11-27: `reframe -c tests/hpl.py
-    -r` without --exec-policy=serial ran mpich-4.0's HPL while five other stacks' xhpl
-    compiled, its DGEMM baseline before the run 9.8 Gflop/s a core against 30 after, its
-    efficiency 0.44 against a row of 0.81. In the partition's slot a build waits for the run
+    could compile on the cores a timed run owns, and once halved an HPL efficiency
+    (docs/verification.md, "2026-11-27: a build beside a timed run halved an HPL figure").
+    In the partition's slot a build waits for the run
     and a run for the build, as with --exec-policy=serial; the job itself is local either way.
     Elsewhere (a cluster's partition) builds stay local and run beside the nodes' jobs; the
     emulated cluster's nodes share this machine, but a build cannot go through its Slurm (jobs

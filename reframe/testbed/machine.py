@@ -3,9 +3,9 @@
 Machines of one type differ by tens of percent in memory bandwidth, so an absolute figure
 belongs to one machine (`machine_id`), while a ratio to a baseline measured in the same job
 travels to any machine of the type (`machine_type`: architecture, CPU vendor, CPU count,
-virtualised or not). The vendor is in the type because ratios do not travel across it: on
-2026-11-25 HPL 1x2 over the DGEMM capacity of its cores came out 0.78-0.84 on a 2-core Intel
-Xeon VM against 0.87-0.90 on the 2-core AMD EPYC VM that made the rows (docs/measurement.md).
+virtualised or not). The vendor is in the type because ratios do not travel across it: HPL's
+efficiency on an Intel VM fell outside the rows an AMD VM of the same size made
+(docs/verification.md, "2026-11-25: the CPU vendor joins the machine type").
 TESTBED_MACHINE_ID overrides the id (say for cloned images that share /etc/machine-id).
 
     python3 -m testbed.machine        prints the record as JSON

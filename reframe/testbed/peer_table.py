@@ -10,10 +10,9 @@ import statistics
 from testbed import results
 
 #: a round of a peer counts when the 8-byte shared-memory floors our p2p measured just before
-#: and just after the peer's launches agree within this factor. This VM's two vCPUs move between
-#: host placements whose floors differ about 5x (0.03-0.05 us and 0.26 us, both seen on
-#: 2026-11-24 within one hour and within one job); within a placement the floor moved up to
-#: 1.9x between launches (0.026-0.049 us), so the bar sits between the two.
+#: and just after the peer's launches agree within this factor: it sits between the moves seen
+#: within one placement of the vCPUs and the jump between two placements (docs/verification.md,
+#: "Figures the code comments carried").
 STEADY = 2.0
 
 # PeerCompare's perf variables: <peer>_<size>B_<kind>, kind ours | peer (us) | ratio (ours/peer)

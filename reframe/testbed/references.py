@@ -51,31 +51,20 @@ MAX_FACTOR = 2.0
 W_MIN = 0.05
 #: the narrowest tolerance of every other row (about 15 %): the rows that travel (keyed by
 #: machine type, asserted on machines and at times they were never measured on) and a
-#: machine's own rows of one case's figure (HPL, su3_rmd, start-up, PVM). Out of sample on
-#: this machine type, figures that need both cores at once fell by up to ln 0.116 in a noisy
-#: period (su3_rmd speedup 1.741 against 1.955, HPL 1x2 efficiency -8 %, fresh-clone run of
-#: 2026-11-23, 08:33 UTC); the floor is that with a quarter more. Such noise is the machine's
-#: own (a tenant on the host, the vCPUs' placement), so own rows keep the floor: with 5 %, own
-#: rows from three quick passes (second Xeon VM, 2026-11-26) missed in clean runs after them:
-#: su3's exchange six times in three runs (0.93x to 1.20x of their values), HPL's Gflop/s and
-#: time once in three (1.056x, 0.947x), su3's Gflop/s and seconds per trajectory seven times
-#: in three (0.92x to 1.07x).
+#: machine's own rows of one case's figure (HPL, su3_rmd, start-up, PVM): the largest
+#: out-of-sample fall of a figure that needs both cores at once, with a quarter more. The noise
+#: is the machine's own (a tenant, the vCPUs' placement), so own rows keep it too; with 5 %
+#: they missed in clean runs (docs/verification.md, "Figures the code comments carried").
 W_MIN_PORTABLE = 0.15
 #: the tests whose own rows get W_MIN, each measured to hold it on its machine: P2PStack's
-#: (the median over twelve modes, which one jumping mode does not move; six clean runs over
-#: an hour, second Xeon VM, 2026-11-26, docs/measurement.md). Not HPL's panels: rows from
-#: three quick passes with bands of 5 % to 14 % held nine clean runs and then missed three
-#: times in the next three (0.88x to 0.95x, faster transfers, 08:37-08:47 UTC that day); nor
-#: su3's exchange (0.87x to 1.20x in clean runs while it ran back to back; since it pauses
-#: and takes its least sample, rows from 25 runs over four hours need up to +39 % on this VM).
+#: (the median over twelve modes, which one jumping mode does not move). Not HPL's panels nor
+#: su3's exchange: their own narrow rows missed in clean runs (docs/verification.md, "Figures
+#: the code comments carried").
 NARROW_FLOOR_TESTS = ('P2PStack',)
 #: figures whose floor is their own largest out-of-sample fall with a quarter more, as
 #: W_MIN_PORTABLE is su3's (test, start of the variable's name): HPL's efficiency fell by 8 %
-#: in the noisy period above (ln 0.92 x 1.25 = 0.104: -9.9 % / +11.0 %), when its baseline
-#: still ran on one core; since its baseline keeps every core busy and the run is repeated
-#: (2026-11-27), 126 figures on a third Xeon VM, out of sample for rows made on the other
-#: two, read 0.954-1.078x (docs/measurement.md, "HPL's efficiency gets its own floor"). With
-#: the shared 15 % floor a 1.2x slower computation hid in it (0.86-0.88x, 5 of 24).
+#: (ln 0.92 x 1.25 = 0.104), and the shared 15 % floor hid a 1.2x slower computation
+#: (docs/verification.md, "2026-11-27: HPL's efficiency gets its own floor").
 FIGURE_FLOORS = {('HplRun', 'efficiency_N'): 0.104}
 #: a machine type's name (testbed/machine.py), as opposed to one machine's id (m-...)
 MACHINE_TYPE = re.compile(r'.+-\d+cpu-(vm|bare)')

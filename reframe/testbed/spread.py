@@ -19,9 +19,8 @@ buffered sends near the floor, the synchronous ones up to twice as slow), and th
 twelve is the mean of the sixth and seventh, which sit at the gap between the groups: one mode
 crossing it moves the median by the gap's width. The geometric mean weighs every mode's launch
 alike, so each launch's own draw (where the library's shared pages land, docs/measurement.md)
-averages out over twelve. Measured on three fresh machines' quick passes, third Xeon VM,
-2026-11-27: at 8 bytes the median's CV over the runs 3.0-6.8 % per stack, the geometric mean's
-2.8-4.3 %; in the set before, 1.2-5.8 % and 1.3-4.4 %. Every case records
+averages out over twelve (the CVs of both over fresh machines' quick passes are in
+docs/verification.md, "Figures the code comments carried"). Every case records
 its own 8-byte shared-memory floor (shm_floor_8B_us), which says where the two ranks' CPUs sat
 on the host. On this VM type two placements were seen whose floors differ about 5x, and every
 small-message figure moves with them (docs/measurement.md). A mode is in the low placement
