@@ -202,17 +202,11 @@ def test_a_bad_packing_names_it(job):
         proc.stderr, proc.stderr
 
 
-def load_test_file(name):
-    """A ReFrame test file of reframe/tests as a module, loaded by ReFrame's own loader."""
-    from reframe.utility import import_module_from_file
-    return import_module_from_file(str(REPO / 'reframe' / 'tests' / f'{name}.py'))
-
-
 def direction_test(mins, size_range='quick'):
     """A stand-in for a PvmMatrix case whose minimum half round trips are `mins` per
     encoding: enough for its direction assertions."""
     from types import SimpleNamespace
-    PvmMatrix = load_test_file('pvm_matrix').PvmMatrix
+    from testbed.pvm import PvmMatrixBase as PvmMatrix
     test = SimpleNamespace(size_range=size_range, route='direct', num_tasks_per_node=2,
                            DIRECTION_MIN_SIZE=PvmMatrix.DIRECTION_MIN_SIZE,
                            NAMES=PvmMatrix.NAMES,
