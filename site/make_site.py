@@ -672,7 +672,7 @@ def parse_pairs(text, what):
 
 def account_prefix(reg):
     """Run the probe jobs as the job account when root (MPI jobs never run as root)."""
-    from testbed.checks import drop_privileges
+    from testbed.launch import drop_privileges
     return drop_privileges(reg)
 
 

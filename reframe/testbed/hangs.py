@@ -30,6 +30,8 @@ import reframe as rfm
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
+from testbed.checks import stack_of
+
 TIMEOUT_VAR = 'TESTBED_HANG_TIMEOUT_S'
 DEFAULT_TIMEOUT_S = 30.0        # apps/common/tb_watchdog.h's TB_WATCHDOG_DEFAULT_S
 MAX_TIMEOUT_S = 86400.0
@@ -253,7 +255,6 @@ class HangGuard(rfm.RegressionTestPlugin):
 
     @run_before('run')
     def refuse_a_stopped_stack(self):
-        from testbed.checks import stack_of     # checks imports this module
         reg, entry = stack_of(self)
         stack = self.guarded_stack = entry.name
         entry = RunState().stopped(stack)

@@ -12,9 +12,10 @@ from reframe.core.exceptions import BuildError, ReframeError
 
 from testbed import hpl_input, machine, registry
 from testbed.binding import placement_problem
-from testbed.checks import (APPS, BuildInRunSlot, ReferenceLookup, StackLaunch, after_launch,
-                            baseline_line, extra_launch, in_job_as_account, install_failure,
+from testbed.checks import (APPS, BuildInRunSlot, ReferenceLookup, install_failure,
                             kernel_copy_problem, records, stack_of)
+from testbed.launch import (StackLaunch, after_launch, baseline_line, extra_launch,
+                            in_job_as_account)
 from testbed.held import why_not_held
 from testbed.perf import lookup, set_perf_variables
 from testbed.references import floor_of

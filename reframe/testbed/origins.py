@@ -152,7 +152,7 @@ def check_prefix(stack):
 def as_account(run_as):
     """The prefix that runs a command as `run_as` (the job account) from root; [] for a user,
     who runs as themselves. The set-up's: it runs before ReFrame's venv exists, so it cannot use
-    testbed.checks.drop_privileges."""
+    testbed.launch.drop_privileges."""
     return ['setpriv', f'--reuid={run_as}', f'--regid={run_as}', '--init-groups'] \
         if os.geteuid() == 0 else []
 

@@ -12,8 +12,8 @@ from reframe.core.builtins import performance_function, run_after, run_before
 
 from testbed import binding
 from testbed.held import why_below_its_layer
-from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, records,
-                            shm_floor_8B_us, stack_of)
+from testbed.checks import AppBuild, ReferenceLookup, records, shm_floor_8B_us, stack_of
+from testbed.launch import StackLaunch
 from testbed.sizes import SCHEDULES
 
 PAIRS = [f'{s}-{r}' for s in ('Send', 'Isend', 'Ssend', 'Issend') for r in ('Recv', 'Irecv')]

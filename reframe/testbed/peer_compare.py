@@ -16,8 +16,8 @@ from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import ReframeError
 
 from testbed import hangs, registry
-from testbed.checks import (APPS, StackLaunch, after_launch, baseline_line,
-                            drop_privileges, records, shm_floor_8B_us, stack_of)
+from testbed.checks import APPS, records, shm_floor_8B_us, stack_of
+from testbed.launch import StackLaunch, after_launch, baseline_line, drop_privileges
 from testbed.peer_table import STEADY, imb_version, netpipe_repetitions, parse_imb, parse_netpipe
 from testbed.peer_verdict import OURS, judge, launch_problems, write_csv
 from testbed.perf import set_perf_variables
@@ -186,7 +186,7 @@ class PeerCompareBase(StackLaunch, rfm.RunOnlyRegressionTest):
                 os.path.join(self.stagedir, 'abi', peer), needs)] if needs else []
             commands.append((tag, env, wrapped(tag, argv, imb_pin if peer == 'imb' else pin)))
         # the peers are this test's baselines: an injected slowdown of scope 'run' slows
-        # ours only (checks.baseline_line), the proof that a 10 % disagreement fails
+        # ours only (launch.baseline_line), the proof that a 10 % disagreement fails
         lines = {}
         for tag, env, cmd in commands:
             line = self.bounded(tag, shell_join(drop + env + launch + cmd) + f' > {tag}.log 2>&1')

@@ -11,8 +11,8 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before
 
 from testbed.binding import placement_problem
-from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, compiler_of, records,
-                            stack_of)
+from testbed.checks import AppBuild, ReferenceLookup, compiler_of, records, stack_of
+from testbed.launch import StackLaunch
 from testbed.perf import set_perf_variables
 from testbed.references import median_over_modes
 from testbed.sizes import SCHEDULES

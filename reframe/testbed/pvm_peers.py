@@ -14,7 +14,8 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, variable
 
 from testbed.binding import placement_problem
-from testbed.checks import APPS, StackLaunch, drop_privileges, records, stack_of
+from testbed.checks import APPS, records, stack_of
+from testbed.launch import StackLaunch, drop_privileges
 from testbed.peer_table import netpipe_repetitions, parse_netpipe
 from testbed.perf import set_perf_variables
 from testbed.registry import shell_join

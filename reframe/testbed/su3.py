@@ -15,8 +15,8 @@ from reframe.core.builtins import fixture, performance_function, run_after, run_
 
 from testbed import checks, registry
 from testbed.binding import placement_problem
-from testbed.checks import (AppBuild, ReferenceLookup, StackLaunch, after_launch, baseline_line,
-                            extra_launch, records, stack_of)
+from testbed.checks import AppBuild, ReferenceLookup, records, stack_of
+from testbed.launch import StackLaunch, after_launch, baseline_line, extra_launch
 from testbed.held import why_not_held
 
 UNITARITY = 1e-10

@@ -18,7 +18,8 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
-from testbed.checks import AppBuild, StackLaunch, records, stack_of
+from testbed.checks import AppBuild, records, stack_of
+from testbed.launch import StackLaunch
 
 
 class KnobsBuild(AppBuild):

@@ -25,7 +25,8 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 
 from testbed import binding
-from testbed.checks import AppBuild, StackLaunch, records, stack_of
+from testbed.checks import AppBuild, records, stack_of
+from testbed.launch import StackLaunch
 from testbed.sizes import SCHEDULES
 
 OPS = ['Put', 'Get']

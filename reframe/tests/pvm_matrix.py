@@ -25,7 +25,8 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import (fixture, parameter, run_after, run_before, sanity_function,
                                    variable)
 
-from testbed.checks import APPS, ReferenceLookup, StackLaunch, one_task_on_each_node, records
+from testbed.checks import APPS, ReferenceLookup, records
+from testbed.launch import StackLaunch, one_task_on_each_node
 from testbed.perf import set_perf_variables
 from testbed.pvm import PvmBuild, PvmMatrixBase, PvmSpawnBuild
 

@@ -16,11 +16,10 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
-from reframe.core.backends import getlauncher
 from reframe.core.exceptions import ReframeError
-from testbed.checks import (APPS, AppBuild, ReferenceLookup, as_job_account,
-                            drop_privileges, fallback_launch, job_env, job_exit_code,
-                            one_task_on_each_node, partition_knobs, stack_of)
+from testbed.checks import APPS, AppBuild, ReferenceLookup, stack_of
+from testbed.launch import (as_job_account, drop_privileges, fallback_launch, job_env,
+                            job_exit_code, one_task_on_each_node, partition_knobs, set_launcher)
 from testbed.hangs import HangGuard
 from testbed.perf import lookup, set_perf_variables
 
@@ -43,7 +42,7 @@ class StartupTime(HangGuard, ReferenceLookup, rfm.RunOnlyRegressionTest):
     build = fixture(StartupBuild, scope='environment')
     library_version = variable(str, value='unknown')
     stack_name = variable(str, value='')
-    #: the knob values the launches ran with (the partition's; otherwise the defaults)
+    #: knob values for the launches (the test's over the partition's; the rest take defaults)
     knobs = variable(typ.Dict[str, str], value={})
     tags = {'startup', 'app'}
 
@@ -66,10 +65,10 @@ class StartupTime(HangGuard, ReferenceLookup, rfm.RunOnlyRegressionTest):
         reg, stack = stack_of(self)
         self.stack_name = stack.name
         on_slurm = self.current_partition.launcher_type.registered_name == 'srun'
-        # The knobs' defaults, under the partition's values (transport=tcp between the nodes
-        # of a cluster), act through the library's environment variables, as in every other
-        # test (site/stacks.toml): written into the job script, inherited by the launches.
-        self.knobs = partition_knobs(self, stack)
+        # The test's own knob values (-S StartupTime.knobs=...) over the partition's
+        # (transport=tcp between the nodes of a cluster) over the defaults, as StackLaunch
+        # takes them: written into the job script, inherited by the launches.
+        self.knobs = {**partition_knobs(self, stack), **self.knobs}
         env, knob_opts = stack.knob_settings(self.knobs)
         self.env_vars.update(job_env(env))
         if on_slurm:
@@ -98,7 +97,7 @@ class StartupTime(HangGuard, ReferenceLookup, rfm.RunOnlyRegressionTest):
         over the same nodes). More ranks than the nodes' cores: srun --overcommit; such runs
         are start-up figures of an oversubscribed job, like np 4 and more on the local 2 cores."""
         nodes = one_task_on_each_node(self)
-        self.job.launcher = getlauncher('local')()
+        set_launcher(self, [])        # the driver launches: nothing before it
         as_job_account(self, reg)
         if stack.srun_mpi:
             if knob_opts:

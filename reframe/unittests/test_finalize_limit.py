@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from testbed import registry
-from testbed.checks import drop_privileges
+from testbed.launch import drop_privileges
 
 REPO = registry.REPO
 HANG = 'int MPI_Finalize(void) { for (;;) pause(); return 0; }\n'
@@ -85,7 +85,7 @@ def test_su3_keeps_its_records_when_its_finalize_hangs(built):
 def test_exit_status_after_counts_a_hang_only_after_the_last_record(tmp_path, stdout,
                                                                     expected, hung):
     from types import SimpleNamespace
-    from testbed.checks import StackLaunch
+    from testbed.launch import StackLaunch
     (tmp_path / 'out').write_text(stdout)
     (tmp_path / 'err').write_text('FINALIZE-HUNG: MPI_Finalize did not return within the '
                                   'limit; every record above was complete\n')

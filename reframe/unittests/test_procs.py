@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from testbed import procs, registry
-from testbed.checks import drop_privileges
+from testbed.launch import drop_privileges
 
 
 @pytest.fixture

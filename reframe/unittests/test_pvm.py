@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from testbed import registry
-from testbed.checks import drop_privileges
+from testbed.launch import drop_privileges
 
 REPO = registry.REPO
 pytestmark = pytest.mark.skipif(not shutil.which('pvmd'), reason='PVM not installed (make setup)')

@@ -226,7 +226,7 @@ def test_knob_value_with_control_character_is_refused():
 def test_fallback_launch_writes_the_host_file_line_once(tmp_path):
     """su3_rmd's 1-rank baseline and its main launch both go through fallback_launch."""
     from types import SimpleNamespace
-    from testbed.checks import fallback_launch
+    from testbed.launch import fallback_launch
     path = tmp_path / 'stacks.toml'
     path.write_text(GOOD + 'fallback_env = { X_HOSTS = "{hostfile}" }\n'
                            'fallback_hostline = "{host}"\n')

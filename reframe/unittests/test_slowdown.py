@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from testbed import registry
-from testbed.checks import drop_privileges
+from testbed.launch import drop_privileges
 
 REPO = registry.REPO
 SIZES = (8, 1048576)

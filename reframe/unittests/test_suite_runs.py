@@ -324,7 +324,7 @@ def test_su3_bad_decomposition_stops_with_the_parameter(workdir, ranks, args, me
                    check=True, capture_output=True)
     subprocess.run(['chmod', '-R', 'a+rX', str(workdir)], check=True)
     reg = registry.load()
-    from testbed.checks import drop_privileges
+    from testbed.launch import drop_privileges
     cmd = drop_privileges(reg) + reg.stacks['mpich-4.0'].launch_command(ranks) + \
         [str(build / 'apps' / 'su3_rmd' / 'su3_rmd'), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=workdir)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from testbed import registry
-from testbed.checks import drop_privileges
+from testbed.launch import drop_privileges
 
 REPO = registry.REPO
 ADDR = '203.0.113.1'
