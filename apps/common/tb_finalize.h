@@ -4,9 +4,9 @@
  * Why: Debian's MPICH 4.0.2 over UCX's TCP transport (the emulated cluster's
  * path between nodes) sometimes never returns from MPI_Finalize: one rank
  * closes its endpoint and waits in the PMI barrier while the other waits for
- * that endpoint's flush, which needs the first rank's progress (seen
- * 2026-11-23: rank 1 in ucp_worker_progress, rank 0 in a PMI read; UCX's TCP
- * transport stopping progress too early at cleanup is openucx/ucx#8738).
+ * that endpoint's flush, which needs the first rank's progress (UCX's TCP
+ * transport stops progress too early at cleanup, openucx/ucx#8738; the runs:
+ * docs/cluster.md, 'MPI_Finalize that never returns').
  * Without a limit the job waits for ReFrame's time limit. With one, each rank
  * says so on stderr and leaves with TB_FINALIZE_HUNG, and the test reports a
  * library that hangs at exit, apart from the figures it measured before. */
@@ -21,9 +21,10 @@
 
 #define TB_FINALIZE_HUNG 75    /* exit status: MPI_Finalize did not return in time */
 #define TB_FINALIZE_LIMIT_S 10 /* a healthy finalize takes milliseconds, and a hung one
-                                  costs the whole limit (30 s before 2026-11-24: a minute of
-                                  every emulated-cluster run); the environment's
-                                  TESTBED_FINALIZE_LIMIT_S (1 to 3600) overrides it: tests */
+                                  costs the whole limit in every run it hits (why not 30 s:
+                                  docs/cluster.md, 'MPI_Finalize that never returns'); the
+                                  environment's TESTBED_FINALIZE_LIMIT_S (1 to 3600)
+                                  overrides it: tests */
 
 static void tb_finalize_hung(int sig)
 {

@@ -135,12 +135,13 @@ for c in tb_version tb_bind; do
 done
 # The panels' time inside MPI (panel_time.c): HPL's MPI_Iprobe and MPI_Recv are wrapped.
 "$CC_W" -std=c11 -O2 -Wall -Wextra -c "$HERE/panel_time.c" -o "$WORK/panel_time.o"
-# panel_time.c's statistics and its kernel copy; the hang watchdog (its beats: --wrap below)
-for c in tb_median tb_cma tb_watchdog; do
+# panel_time.c's statistics, its raw copies (tb_raw: memcpy, the pipe between the cores and
+# the pair's shared segment) and kernel copy; the hang watchdog (its beats: --wrap below)
+for c in tb_median tb_raw tb_raw_pair tb_cma tb_watchdog; do
     "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$HERE/../common/$c.c" -o "$WORK/$c.o"
 done
 objs="$WORK/xhpl_main.o $WORK/panel_time.o $WORK/tb_version.o $WORK/tb_bind.o"
-objs="$objs $WORK/tb_median.o $WORK/tb_cma.o $WORK/tb_watchdog.o"
+objs="$objs $WORK/tb_median.o $WORK/tb_raw.o $WORK/tb_raw_pair.o $WORK/tb_cma.o $WORK/tb_watchdog.o"
 if [ -n "$EXTRA" ]; then
     "$CC_W" -std=c99 -O2 -Wall -Wextra -c "$EXTRA" -o "$WORK/extra.o"
     objs="$objs $WORK/extra.o"

@@ -18,7 +18,7 @@
  *     host) has just written, so the bytes move from the partner's core to this one;
  *   - pipe: the partner copies the bytes in by 32 KiB chunks, publishing each, while this rank
  *     copies each published chunk out, both cores at once, as a library's shared-memory path
- *     (and apps/p2p/tr_shm.c) does;
+ *     (and apps/p2p/tr_shm.c: the pipe of apps/common/tb_raw.h) does;
  *   - cma: this rank reads the bytes out of the partner's own buffer, which the partner has
  *     just written, with process_vm_readv: the kernel's single copy that MPICH and Open MPI
  *     make for large messages between two processes of a host (su3's exchange over the same
@@ -51,19 +51,17 @@
  * and the replays' fields also where the kernel refused process_vm_readv, which stderr
  * then names); the rates, in MB/s = 10^6 bytes per second, say which side of a ratio moved. */
 #define _POSIX_C_SOURCE 200809L
-#include <fcntl.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <mpi.h>
 #include "../common/tb_clock.h"
 #include "../common/tb_cma.h"
 #include "../common/tb_median.h"
+#include "../common/tb_raw.h"
+#include "../common/tb_raw_pair.h"
 #include "../common/tb_watchdog.h"
 #include "panel_time.h"
 
@@ -114,30 +112,19 @@ int __wrap_MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag
 
 enum { COPIES = 9 };   /* timed copies per size, after one untimed */
 
-/* Warm memcpy of `bytes` (buffers touched by the untimed copy), the lower quartile of 9. */
+/* Warm memcpy of `bytes` (buffers touched by the untimed copy), the lower quartile of 9 single
+ * copies from src to dst: the same count and statistic as the copies between the cores below,
+ * so the panel's ratios over each differ only in the copy. */
 static double memcpy_s(char *dst, const char *src, long bytes)
 {
+    static const struct tb_copy_method single = {
+        .warm_s = 0, .per_sample = 1, .sample_s = 0, .samples_min = COPIES,
+        .samples_max = COPIES, .read_back = 0
+    };
+    char *pair[2] = { (char *)src, dst };
     double t[COPIES];
-    memcpy(dst, src, (size_t)bytes);
-    for (int k = 0; k < COPIES; k++) {
-        double t0 = tb_now_s();
-        memcpy(dst, src, (size_t)bytes);
-        t[k] = tb_now_s() - t0;
-        __asm__ __volatile__("" : : "r"(dst) : "memory"); /* the copy is not dead code */
-    }
-    tb_median(t, COPIES);                                  /* sorts t */
-    return t[COPIES / 4];
+    return tb_raw_memcpy_s(pair, 1, bytes, &single, t);
 }
-
-#define LINE 64
-#define CHUNK 32768L    /* the pipeline's step, as apps/p2p/tr_shm.c */
-
-/* The shared segment: a count of the bytes ever published (never reset), then the bytes. */
-struct xbuf {
-    _Alignas(LINE) _Atomic uint64_t ready;
-    char pad[LINE - sizeof(uint64_t)];
-    unsigned char data[];
-};
 
 /* The partner's buffer, read with process_vm_readv (tb_cma_read); err: 0, or the kernel's
  * errno. */
@@ -204,9 +191,10 @@ static double replay_s(MPI_Comm pair, int reader, unsigned char *src, unsigned c
  * (k->err set); the barriers are outside the time. XCOPY: the writer fills the shared buffer,
  * then the reader copies it out (one copy); PIPE: the writer copies `src` in by 32 KiB chunks,
  * publishing each, while the reader copies each published chunk out (two copies at once, as a
- * shared-memory path does); CMA: the writer fills `src`, its own buffer, then the reader reads
- * it with process_vm_readv (one copy by the kernel, as the libraries make it). */
-static double xcopy_s(MPI_Comm pair, int reader, struct xbuf *x, unsigned char *src,
+ * shared-memory path does: tb_raw.h's pipe, as p2p's shm transport); CMA: the writer fills
+ * `src`, its own buffer, then the reader reads it with process_vm_readv (one copy by the
+ * kernel, as the libraries make it). */
+static double xcopy_s(MPI_Comm pair, int reader, struct tb_raw_lane *x, unsigned char *src,
                       unsigned char *dst, long bytes, int way, uint64_t *published,
                       struct kernel_src *k)
 {
@@ -222,20 +210,10 @@ static double xcopy_s(MPI_Comm pair, int reader, struct xbuf *x, unsigned char *
             memcpy(dst, x->data, (size_t)bytes);
         if (way == CMA && reader && !k->err)
             k->err = tb_cma_read(k->pid, dst, (const void *)k->addr, bytes);
-        for (long off = 0; piped && off < bytes; off += CHUNK) {
-            long len = bytes - off < CHUNK ? bytes - off : CHUNK;
-            if (reader) {
-                for (long spins = 1; atomic_load_explicit(&x->ready, memory_order_acquire) <
-                                     base + (uint64_t)(off + len); spins++)
-                    if (spins % 4096 == 0)
-                        sched_yield();      /* more ranks than cores: let the writer run */
-                memcpy(dst + off, x->data + off, (size_t)len);
-            } else {
-                memcpy(x->data + off, src + off, (size_t)len);
-                atomic_store_explicit(&x->ready, base + (uint64_t)(off + len),
-                                      memory_order_release);
-            }
-        }
+        if (piped && reader)     /* bare reads, yielding: a 1x3 grid has more ranks than cores */
+            tb_raw_pipe_read(&x->ready, x->data, dst, bytes, base, TB_SPIN_YIELD);
+        if (piped && !reader)
+            tb_raw_pipe_write(&x->ready, x->data, src, bytes, base);
         t[c] = tb_now_s() - t0;
         __asm__ __volatile__("" : : "r"(dst) : "memory");
         *published = base + (piped ? (uint64_t)bytes : 0);
@@ -264,40 +242,17 @@ static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
     if (pair == MPI_COMM_NULL)
         return 0;
     int me = rank & 1, other = 1 - me, tag = 0x7b;
-    /* the host, this rank's panel sizes, the creator's pid (it names the buffer) */
-    char host[MPI_MAX_PROCESSOR_NAME] = "", host2[MPI_MAX_PROCESSOR_NAME] = "";
-    int len;
-    MPI_Get_processor_name(host, &len);
-    MPI_Sendrecv(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, other, tag, host2,
-                 MPI_MAX_PROCESSOR_NAME, MPI_CHAR, other, tag, pair, MPI_STATUS_IGNORE);
-    long mine[3] = {n_panels, (long)getpid(), 1}, theirs[3];
+    /* this rank's panel count and largest size: the buffer holds the larger of the pair's */
+    long mine[2] = {n_panels, 1}, theirs[2];
     for (int i = 0; i < n_panels; i++)
-        mine[2] = panels[i].bytes > mine[2] ? panels[i].bytes : mine[2];
-    MPI_Sendrecv(mine, 3, MPI_LONG, other, tag, theirs, 3, MPI_LONG, other, tag, pair,
+        mine[1] = panels[i].bytes > mine[1] ? panels[i].bytes : mine[1];
+    MPI_Sendrecv(mine, 2, MPI_LONG, other, tag, theirs, 2, MPI_LONG, other, tag, pair,
                  MPI_STATUS_IGNORE);
-    int ok = strcmp(host, host2) == 0;
-    long cap = mine[2] > theirs[2] ? mine[2] : theirs[2];
-    char name[64];
-    snprintf(name, sizeof name, "/tb-panels-%ld", me == 0 ? mine[1] : theirs[1]);
-    char *shared = MAP_FAILED;
-    size_t seglen = sizeof(struct xbuf) + (size_t)cap;
-    int created = 0;
-    /* the even rank creates the buffer, the odd one maps it, the even one unlinks the name */
-    for (int step = 0; step < 2 && ok; step++) {
-        if (me == step) {
-            int fd = shm_open(name, step == 0 ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
-            created = created || (step == 0 && fd >= 0);
-            if (fd >= 0 && (step == 1 || ftruncate(fd, (off_t)seglen) == 0))
-                shared = mmap(NULL, seglen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            if (fd >= 0)
-                close(fd);
-        }
-        int mapped = me != step || shared != MAP_FAILED, both;
-        MPI_Allreduce(&mapped, &both, 1, MPI_INT, MPI_MIN, pair);
-        ok = both;
-    }
-    if (created)
-        shm_unlink(name);                                  /* the pair has it mapped: no leftover */
+    long cap = mine[1] > theirs[1] ? mine[1] : theirs[1], partner_pid;
+    size_t seglen = sizeof(struct tb_raw_lane) + (size_t)cap;
+    /* NULL on both ranks where the pair is on two hosts or either could not map it */
+    struct tb_raw_lane *x = tb_raw_pair_segment(pair, "panels", seglen, &partner_pid);
+    int ok = x != NULL;
     if (ok) {
         long *sizes = malloc(sizeof(long) * (size_t)(theirs[0] > 0 ? theirs[0] : 1));
         long *own = malloc(sizeof(long) * (size_t)(n_panels > 0 ? n_panels : 1));
@@ -308,7 +263,7 @@ static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
         MPI_Allreduce(&have, &both, 1, MPI_INT, MPI_MIN, pair);
         ok = both;
         /* where the partner's own buffer is, for the kernel copy */
-        struct kernel_src k = { theirs[1], 0, 0 };
+        struct kernel_src k = { partner_pid, 0, 0 };
         long src_at = (long)(uintptr_t)src, their_src = 0;
         if (ok) {
             MPI_Sendrecv(own, n_panels, MPI_LONG, other, tag, sizes, (int)theirs[0], MPI_LONG,
@@ -317,7 +272,6 @@ static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
                          pair, MPI_STATUS_IGNORE);
             k.addr = (uintptr_t)their_src;
         }
-        struct xbuf *x = (struct xbuf *)shared;
         uint64_t published = 0;
         if (ok && me == 0)
             atomic_store(&x->ready, 0);
@@ -347,8 +301,7 @@ static int xcopy_panels(MPI_Comm comm, char *dst, double *xs)
         free(own);
         free(sizes);
     }
-    if (shared != MAP_FAILED)
-        munmap(shared, seglen);
+    tb_raw_segment_unmap(x, seglen);
     MPI_Comm_free(&pair);
     return ok;
 }

@@ -2,8 +2,7 @@
  * rank 0 alone: a "message" is one memcpy from the send buffer into the
  * posted receive buffer, so a round trip is two copies and the half round
  * trip the driver reports is the time of one memcpy of n bytes. */
-#include <string.h>
-
+#include "../common/tb_raw.h"
 #include "transport.h"
 
 struct memcpy_state { void *buf; long last; };
@@ -24,10 +23,8 @@ static void mc_post(struct tport *t, void *buf, int n)
 static void mc_send(struct tport *t, const void *buf, int n)
 {
     struct memcpy_state *s = t->state;
-    memcpy(s->buf, buf, (size_t)n);
+    tb_raw_copy(s->buf, buf, (size_t)n); /* kept: the compiler sees through the copies */
     s->last = n;
-    /* Keep the compiler from dropping or merging copies it can see through. */
-    __asm__ __volatile__("" : : "r"(s->buf) : "memory");
 }
 
 static void mc_recv(struct tport *t) { (void)t; }

@@ -11,53 +11,36 @@
  * Copies are pipelined in chunks: the sender publishes each chunk as soon as
  * it is in (a running count of bytes published), and the receiver copies a
  * chunk out while the next is copied in, so the two cores work at once, as
- * the shared-memory paths of MPI libraries do for large messages.
+ * the shared-memory paths of MPI libraries do for large messages. The pipe
+ * is common/tb_raw.h's, which su3's exchange and HPL's panel copy use too.
  *
  * The protocol is safe for a ping-pong only: a side writes the next payload
  * of its direction after the partner's reply, i.e. after the partner has
  * copied the previous one out. */
 #define _GNU_SOURCE
-#include <fcntl.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-#include "../common/tb_clock.h"
+#include "../common/tb_raw.h"
 #include "control.h"
 #include "transport.h"
 
-#define LINE 64
-#define CHUNK 32768L
-
-/* `ready` counts every byte ever published in this direction; a message
- * starts where the previous one ended, so no flag is ever reset. */
-struct dir_hdr {
-    _Alignas(LINE) _Atomic uint64_t ready;
-    long len;
-    char pad[LINE - sizeof(uint64_t) - sizeof(long)];
-};
-
+/* Each direction's `ready` counts every byte ever published that way
+ * (tb_raw.h); a message starts where the previous one ended, so no flag is
+ * ever reset. */
 struct shm_state {
     void *seg;
     size_t seglen;
-    struct dir_hdr *out, *in;
-    unsigned char *out_data, *in_data;
+    struct tb_raw_lane *out, *in;
     uint64_t sent, got;
     void *buf;
     long want, last;
 };
 
-static inline void relax(void)
+static size_t round_line(long n)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+    return ((size_t)n + TB_RAW_LINE - 1) / TB_RAW_LINE * TB_RAW_LINE;
 }
-
-static size_t round_line(long n) { return ((size_t)n + LINE - 1) / LINE * LINE; }
 
 /* Rank 0 makes the segment and names it; rank 1 maps it; the name is gone
  * from /dev/shm as soon as both have it, so no run can leave one behind. */
@@ -65,34 +48,21 @@ static int shm_setup(struct tport *t, long maxsize, char *err, size_t errlen)
 {
     struct shm_state *s = t->state;
     int me = ctl_rank();
-    size_t area = sizeof(struct dir_hdr) + round_line(maxsize);
+    size_t area = sizeof(struct tb_raw_lane) + round_line(maxsize);
     char name[64] = "";
-    int fd = -1, ok, partner_ok;
+    int ok, partner_ok;
 
     s->seglen = 2 * area;
-    if (me == 0) {
-        snprintf(name, sizeof name, "/tb-p2p-%ld-%ld", (long)getpid(),
-                 (long)(tb_now_s() * 1e6) % 1000000L);
-        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        if (fd >= 0 && ftruncate(fd, (off_t)s->seglen) != 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
+    s->seg = me == 0 ? tb_raw_segment_create("p2p", s->seglen, name, sizeof name) : NULL;
     ctl_bcast_bytes(name, (int)sizeof name);
-    if (me == 1)
-        fd = shm_open(name, O_RDWR, 0600);
-    s->seg = fd < 0 ? MAP_FAILED : mmap(NULL, s->seglen, PROT_READ | PROT_WRITE,
-                                        MAP_SHARED, fd, 0);
-    if (fd >= 0)
-        close(fd);
-    ok = s->seg != MAP_FAILED;
+    if (me == 1 && name[0])
+        s->seg = tb_raw_segment_attach(name, s->seglen);
+    ok = s->seg != NULL;
     partner_ok = ctl_exchange_int(ok);
-    if (me == 0 && name[1])
-        shm_unlink(name);
+    if (me == 0)
+        tb_raw_segment_unlink(name);
     if (!ok || !partner_ok) {
-        if (ok)
-            munmap(s->seg, s->seglen);
+        tb_raw_segment_unmap(s->seg, s->seglen);
         s->seg = NULL;
         snprintf(err, errlen, "no shared segment between the two ranks (%s)",
                  ok ? "the partner could not map it: another node?" :
@@ -100,14 +70,12 @@ static int shm_setup(struct tport *t, long maxsize, char *err, size_t errlen)
         return -1;
     }
     unsigned char *base = s->seg;
-    struct dir_hdr *d0 = (struct dir_hdr *)base;
-    struct dir_hdr *d1 = (struct dir_hdr *)(base + area);
+    struct tb_raw_lane *d0 = (struct tb_raw_lane *)base;
+    struct tb_raw_lane *d1 = (struct tb_raw_lane *)(base + area);
     s->out = me == 0 ? d0 : d1;
     s->in = me == 0 ? d1 : d0;
-    s->out_data = (unsigned char *)(s->out + 1);
-    s->in_data = (unsigned char *)(s->in + 1);
     if (me == 0)
-        memset(base, 0, s->seglen);
+        memset(base, 0, s->seglen); /* every page in before any timing */
     ctl_barrier(); /* the zeroed flags are seen before anyone sends */
     s->sent = s->got = 0; /* bytes published / consumed so far */
     return 0;
@@ -120,37 +88,22 @@ static void shm_post(struct tport *t, void *buf, int n)
     s->want = n;
 }
 
+/* The receiver spins with the pause hint and never yields: the two ranks
+ * have a core each, and this is the floor of their latency. */
 static void shm_send(struct tport *t, const void *buf, int n)
 {
     struct shm_state *s = t->state;
-    const unsigned char *src = buf;
     s->out->len = n; /* published with the first chunk (release) */
-    long off = 0;
-    do {
-        long len = n - off < CHUNK ? n - off : CHUNK;
-        memcpy(s->out_data + off, src + off, (size_t)len);
-        off += len;
-        atomic_store_explicit(&s->out->ready, s->sent + (uint64_t)off,
-                              memory_order_release);
-    } while (off < n);
+    tb_raw_pipe_write(&s->out->ready, s->out->data, buf, n, s->sent);
     s->sent += (uint64_t)(n > 0 ? n : 0);
 }
 
 static void shm_recv(struct tport *t)
 {
     struct shm_state *s = t->state;
-    unsigned char *dst = s->buf;
-    long n = s->want, off = 0;
-    do {
-        long len = n - off < CHUNK ? n - off : CHUNK;
-        uint64_t need = s->got + (uint64_t)(off + len);
-        while (atomic_load_explicit(&s->in->ready, memory_order_acquire) < need)
-            relax();
-        memcpy(dst + off, s->in_data + off, (size_t)len);
-        off += len;
-    } while (off < n);
+    tb_raw_pipe_read(&s->in->ready, s->in->data, s->buf, s->want, s->got, TB_SPIN_PAUSE);
     s->last = s->in->len;
-    s->got += (uint64_t)n;
+    s->got += (uint64_t)s->want;
 }
 
 static long shm_received(struct tport *t) { return ((struct shm_state *)t->state)->last; }
@@ -158,8 +111,7 @@ static long shm_received(struct tport *t) { return ((struct shm_state *)t->state
 static void shm_cleanup(struct tport *t)
 {
     struct shm_state *s = t->state;
-    if (s->seg)
-        munmap(s->seg, s->seglen);
+    tb_raw_segment_unmap(s->seg, s->seglen);
     s->seg = NULL;
 }
 

@@ -230,9 +230,9 @@ void gather(lattice *lat, const su3 *field, int per, int d, int s, su3 *recv)
  * Why the pause: in the run a gather follows arithmetic, never the previous gather's last
  * call. Back to back, a rank that returns first starts the next exchange while its partner
  * still finishes the last one, and what that overlap costs is the library's answer to a
- * pattern su3 does not have: LAM 7.1 (usysv) took 28-31 us per exchange back to back
- * against 9-11 us for its gathers, and an injected slowdown of every call made it 2.4x
- * faster (docs/measurement.md). Every rank pauses for the same time: a pause as long as
+ * pattern su3 does not have: LAM 7.1 took a slow path on it, about 3x its gathers' time,
+ * and slowing its calls made it faster (docs/verification.md, '2026-11-26: su3's exchange,
+ * from a pause to the kernel copy'). Every rank pauses for the same time: a pause as long as
  * the rank's own last exchange would hand each rank's wait for the other on to the next
  * exchange, and the ranks' skew would grow without bound (seen: exchanges of ms).
  * The pause ends in an MPI_Iprobe that matches nothing: the slowdown shim (apps/slowdown)
@@ -291,9 +291,9 @@ int time_exchanges(lattice *lat, int samples, double *t, int *reps, double *paus
      * sample starts), the median of their times, the largest over the ranks. Exchanges per
      * sample: as many as make 1 ms at that median. The samples' pause: that median, at least
      * EXCHANGE_PAUSE_MIN_S, the same on every rank (see exchanges). A median, not the total
-     * of a round as before: one stall of about 1 ms in a calibration round of 4 exchanges
-     * once made the samples 4 exchanges long with pauses of 768 us between them, and that
-     * size's exchange read 1.6x its usual time (openmpi-5.0, 27,648 bytes, 2026-11-26). */
+     * of a round: one stall in the calibration would otherwise set few exchanges per sample
+     * and long pauses, and the size's exchange would read far slower than usual
+     * (docs/verification.md, '2026-11-26: su3's exchange, from a pause to the kernel copy'). */
     double each[CALIBRATION_EXCHANGES];
     for (int k = 0; k < gather_sizes; k++) {
         double med, slowest;

@@ -11,32 +11,26 @@
  * libraries here move these messages with one process_vm_readv each (docs/measurement.md),
  * so the same bytes are also moved that way (kernel_once: exchange_over_cma). */
 #define _POSIX_C_SOURCE 200809L
-#include <fcntl.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <mpi.h>
 #include "../common/tb_clock.h"
 #include "../common/tb_cma.h"
+#include "../common/tb_raw.h"
+#include "../common/tb_raw_pair.h"
 #include "shm_exchange.h"
 
-#define CHUNK 32768L    /* the pipeline's step, as apps/p2p/tr_shm.c */
-#define LINE 64
 #define PAGE 4096L
-#define TAG 0x5e        /* the gathers use tags 0-7, the probe after a pause 99 */
 
 /* One direction, written by one rank and read by the other. The two counts run over every
- * byte ever sent this way (never reset; the segment starts zeroed), each on its own line. */
+ * byte ever sent this way (never reset; the segment starts zeroed), each on its own line:
+ * unlike p2p's ping-pong (tb_raw_lane), both ranks send at once, so the writer waits for the
+ * reader's `taken` before it reuses the lane. */
 struct lane {
-    _Alignas(LINE) _Atomic uint64_t published;  /* by the writer: copied in */
-    _Alignas(LINE) _Atomic uint64_t taken;      /* by the reader: copied out */
+    _Alignas(TB_RAW_LINE) _Atomic uint64_t published;  /* by the writer: copied in */
+    _Alignas(TB_RAW_LINE) _Atomic uint64_t taken;      /* by the reader: copied out */
     _Atomic uintptr_t addr;                      /* through the kernel: the writer's buffer */
-    _Alignas(LINE) unsigned char data[];
+    _Alignas(TB_RAW_LINE) unsigned char data[];
 };
 
 struct shm_pair {
@@ -48,18 +42,6 @@ struct shm_pair {
     int kernel_errno;    /* the first failure of process_vm_readv, 0 if none */
 };
 
-static void *map_segment(const char *name, int flags, size_t len)
-{
-    int fd = shm_open(name, flags, 0600);
-    if (fd < 0)
-        return MAP_FAILED;
-    void *seg = MAP_FAILED;
-    if (!(flags & O_CREAT) || ftruncate(fd, (off_t)len) == 0)
-        seg = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    return seg;
-}
-
 shm_pair *shm_pair_open(long most)
 {
     int rank, size;
@@ -67,38 +49,15 @@ shm_pair *shm_pair_open(long most)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size != 2 || most <= 0)
         return NULL;
-    char host[MPI_MAX_PROCESSOR_NAME] = "", other[MPI_MAX_PROCESSOR_NAME] = "";
-    int len;
-    MPI_Get_processor_name(host, &len);
-    MPI_Sendrecv(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 1 - rank, TAG, other,
-                 MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 1 - rank, TAG, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE);
-    if (strcmp(host, other) != 0)
-        return NULL;                      /* both ranks compare the same two names */
     size_t lane_len = (size_t)((sizeof(struct lane) + (size_t)most + PAGE - 1) / PAGE * PAGE);
-    long mine = (long)getpid(), partner;
-    MPI_Sendrecv(&mine, 1, MPI_LONG, 1 - rank, TAG, &partner, 1, MPI_LONG, 1 - rank, TAG,
-                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    char name[64];                        /* named after rank 0's process: unique on the host */
-    snprintf(name, sizeof name, "/tb-su3-exchange-%ld", rank == 0 ? mine : partner);
-    /* rank 0 creates the segment, rank 1 maps it, then rank 0 unlinks the name */
-    unsigned char *seg = MAP_FAILED;
-    if (rank == 0)
-        seg = map_segment(name, O_CREAT | O_EXCL | O_RDWR, 2 * lane_len);
-    int created = rank == 0 && seg != MAP_FAILED, any;
-    MPI_Allreduce(&created, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any && rank == 1)
-        seg = map_segment(name, O_RDWR, 2 * lane_len);
-    int mapped = seg != MAP_FAILED, both;
-    MPI_Allreduce(&mapped, &both, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (created)
-        shm_unlink(name);
-    shm_pair *p = both ? calloc(1, sizeof *p) : NULL;
+    long partner;
+    unsigned char *seg = tb_raw_pair_segment(MPI_COMM_WORLD, "su3-exchange", 2 * lane_len,
+                                             &partner);
+    shm_pair *p = seg ? calloc(1, sizeof *p) : NULL;   /* seg: NULL on both ranks or none */
     int have = p != NULL, all;
     MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all) {
-        if (seg != MAP_FAILED)
-            munmap(seg, 2 * lane_len);
+        tb_raw_segment_unmap(seg, 2 * lane_len);
         free(p);
         return NULL;
     }
@@ -110,24 +69,22 @@ shm_pair *shm_pair_open(long most)
     return p;
 }
 
+/* Bare reads, yielding now and then: more ranks than cores must let the partner run. */
 static void wait_for(_Atomic uint64_t *count, uint64_t at_least)
 {
-    for (long spins = 1; atomic_load_explicit(count, memory_order_acquire) < at_least; spins++)
-        if (spins % 4096 == 0)
-            sched_yield();                /* more ranks than cores: let the partner run */
+    tb_raw_wait(count, at_least, TB_SPIN_YIELD);
 }
 
+/* Each chunk: ours in and published, then the partner's out once published, both cores at
+ * once (tb_raw_put, tb_raw_get); the partner may reuse its lane once we have taken it. */
 static void exchange_once(shm_pair *p, const unsigned char *send, unsigned char *recv,
                           long bytes)
 {
     wait_for(&p->out->taken, p->sent);   /* the partner has copied out our last message */
-    for (long off = 0; off < bytes; off += CHUNK) {
-        long len = bytes - off < CHUNK ? bytes - off : CHUNK;
-        memcpy(p->out->data + off, send + off, (size_t)len);
-        atomic_store_explicit(&p->out->published, p->sent + (uint64_t)(off + len),
-                              memory_order_release);
-        wait_for(&p->in->published, p->got + (uint64_t)(off + len));
-        memcpy(recv + off, p->in->data + off, (size_t)len);
+    for (long off = 0; off < bytes; off += TB_RAW_CHUNK) {
+        long len = bytes - off < TB_RAW_CHUNK ? bytes - off : TB_RAW_CHUNK;
+        tb_raw_put(&p->out->published, p->out->data, send, off, len, p->sent);
+        tb_raw_get(&p->in->published, p->in->data, recv, off, len, p->got, TB_SPIN_YIELD);
         atomic_store_explicit(&p->in->taken, p->got + (uint64_t)(off + len),
                               memory_order_release);
     }
@@ -184,8 +141,9 @@ double shm_pair_kernel_exchanges(shm_pair *p, const void *send, void *recv, long
 {
     double s = timed(kernel_once, p, send, recv, bytes, count, pause_s);
     /* The partner reads `send` itself: it must have read the last message before the caller
-     * writes the next sample's payload there (seen without this: a wrong payload in 1 of 51
-     * samples, openmpi-5.0 build, 2026-11-26). Untimed. */
+     * writes the next sample's payload there, or the payload check finds the next sample's
+     * bytes (docs/verification.md, '2026-11-26: su3's exchange, from a pause to the kernel
+     * copy'). Untimed. */
     wait_for(&p->out->taken, p->sent);
     return s;
 }
@@ -196,6 +154,6 @@ void shm_pair_close(shm_pair *p)
 {
     if (!p)
         return;
-    munmap(p->seg, p->len);
+    tb_raw_segment_unmap(p->seg, p->len);
     free(p);
 }

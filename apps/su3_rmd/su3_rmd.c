@@ -17,6 +17,7 @@
 #include "tb_bind.h"
 #include "tb_finalize.h"
 #include "tb_median.h"
+#include "tb_raw.h"
 #include "tb_version.h"
 #include "tb_watchdog.h"
 
@@ -390,57 +391,29 @@ static const char *num(double x, char *buf)
     return buf;
 }
 
-/* Lower quartile of v[0..n-1], interpolated between order statistics at (n - 1) / 4 (as
- * Python's statistics.quantiles(method='inclusive')); sorts v. */
-static double lower_quartile(double *v, int n)
-{
-    if (n <= 0)
-        return 0.0;
-    tb_median(v, n); /* sorts */
-    double pos = 0.25 * (n - 1);
-    int i = (int)pos;
-    return i + 1 < n ? v[i] + (pos - i) * (v[i + 1] - v[i]) : v[i];
-}
-
 /* The same bytes copied by memcpy on this rank, warm (two buffers reused, as the gathers
- * reuse theirs), seconds per copy: after COPY_WARM_S of untimed copies, samples of 16 copies
- * taken in turn on COPY_PAIRS pairs of buffers for COPY_TIMED_S (at least COPY_SAMPLES_MIN
- * per pair, at most COPY_SAMPLES_MAX); the lower quartile of each pair's, the fastest pair's.
- * The baseline of the test's gather_over_memcpy and exchange_over_memcpy: what moving the
- * bytes costs this core with no library in the way. -1 if no buffers could be had.
- * Why (Intel Xeon VM, 2026-11-26, 36,864 bytes; 27,648 did not move):
- * - the warm-up: a core copying without pause does each copy in 0.69-0.71 us for its first
- *   few ms at most, then in 0.78-0.81 us for as long as it goes on. The 1.1 ms of samples
- *   this baseline took until then fell on either side by chance, and the ratios moved by up
- *   to 19 % between runs. The exchanges timed before last far longer, in the lasting state;
- *   so now does the baseline.
- * - the pairs: about one pair of buffers in ten copies in 0.94-0.95 us, for as long as it
- *   is timed, and another pair in the same process at the usual speed (where the pages
- *   fell, it seems). The fastest of three pairs leaves that out.
- * - 20 ms of samples, the pairs in turn: once in 72 cases a rank's three pairs, timed one
- *   after the other in 1.5 ms, all read 0.465 us where 0.29-0.31 is usual; a lower quartile
- *   over 20 ms is moved only by what lasts 15 ms of them. */
-#define COPY_WARM_S 20e-3
-#define COPY_TIMED_S 20e-3
+ * reuse theirs), seconds per copy: after COPY_METHOD.warm_s of untimed copies, samples of 16
+ * copies taken in turn on COPY_PAIRS pairs of buffers for COPY_METHOD.sample_s (at least
+ * samples_min per pair, at most samples_max); the lower quartile of each pair's, the fastest
+ * pair's (tb_raw_memcpy_s). The baseline of the test's gather_over_memcpy and
+ * exchange_over_memcpy: what moving the bytes costs this core with no library in the way.
+ * -1 if no buffers could be had.
+ * Why the warm-up, the pairs and the 20 ms: a core copying without pause is faster for its
+ * first few ms than for as long as it goes on, now and then one pair of buffers copies slower
+ * than another for as long as it is timed, and a burst can slow all of a rank's copies for a
+ * ms or two, so the baseline is taken in the lasting state, on the fastest of three pairs,
+ * over longer than a burst (docs/verification.md, '2026-11-26: su3's exchange, from a pause to
+ * the kernel copy'). */
 #define COPY_PAIRS 3
-#define COPY_SAMPLES_MIN 101
-#define COPY_SAMPLES_MAX 4096
-volatile unsigned char copy_sink; /* a byte of each copy goes here: no copy is dropped */
-
-/* `copies` copies back and forth between a and b. */
-static void copy_back_and_forth(char *a, char *b, long bytes, int copies)
-{
-    for (int c = 0; c < copies; c++) {
-        memcpy(c % 2 ? a : b, c % 2 ? b : a, (size_t)bytes);
-        copy_sink = (unsigned char)(c % 2 ? a : b)[bytes / 2]; /* the copy is used */
-    }
-}
+static const struct tb_copy_method COPY_METHOD = {
+    .warm_s = 20e-3, .per_sample = 16, .sample_s = 20e-3, .samples_min = 101,
+    .samples_max = 4096, .read_back = 1
+};
 
 static double memcpy_seconds(long bytes)
 {
-    enum { COPIES = 16 };
     char *buf[2 * COPY_PAIRS];
-    double *t = malloc(sizeof(double) * COPY_PAIRS * COPY_SAMPLES_MAX), best = -1.0;
+    double *t = malloc(sizeof(double) * COPY_PAIRS * COPY_METHOD.samples_max), best = -1.0;
     int pairs = 0;
     /* every pair is allocated before any is freed: each gets memory of its own */
     for (int p = 0; p < COPY_PAIRS; p++) {
@@ -455,24 +428,8 @@ static double memcpy_seconds(long bytes)
             free(buf[2 * pairs + 1]);
         }
     }
-    if (t && pairs) {
-        for (double t0 = tb_now_s(); tb_now_s() - t0 < COPY_WARM_S;)
-            for (int p = 0; p < pairs; p++)
-                copy_back_and_forth(buf[2 * p], buf[2 * p + 1], bytes, COPIES);
-        int n = 0;
-        for (double start = tb_now_s(); n < COPY_SAMPLES_MAX &&
-             (n < COPY_SAMPLES_MIN || tb_now_s() - start < COPY_TIMED_S); n++)
-            for (int p = 0; p < pairs; p++) {
-                double t0 = tb_now_s();
-                copy_back_and_forth(buf[2 * p], buf[2 * p + 1], bytes, COPIES);
-                t[p * COPY_SAMPLES_MAX + n] = (tb_now_s() - t0) / COPIES;
-            }
-        for (int p = 0; p < pairs; p++) {
-            double q = lower_quartile(t + p * COPY_SAMPLES_MAX, n);
-            if (best < 0 || q < best)
-                best = q;
-        }
-    }
+    if (t && pairs)
+        best = tb_raw_memcpy_s(buf, pairs, bytes, &COPY_METHOD, t);
     for (int p = 0; p < 2 * pairs; p++)
         free(buf[p]);
     free(t);
@@ -523,11 +480,11 @@ static void report_gathers(lattice *lat)
     MPI_Barrier(MPI_COMM_WORLD); /* every rank copies at once, as every rank gathered */
     for (int k = 0; k < gather_sizes; k++) {
         gather_log *g = &gather_logs[k];
-        double lq = lower_quartile(g->s, g->n), med = tb_median(g->s, g->n),
+        double lq = tb_lower_quartile(g->s, g->n), med = tb_median(g->s, g->n),
                copy_s = memcpy_seconds(g->bytes), bytes = (double)g->bytes, xlq = -1.0,
                xmed = -1.0, xmin = -1.0, smin = -1.0, cmin = -1.0;
         if (all_ex) {
-            xlq = lower_quartile(ex + k * SAMPLES, SAMPLES); /* sorts them */
+            xlq = tb_lower_quartile(ex + k * SAMPLES, SAMPLES); /* sorts them */
             xmed = tb_median(ex + k * SAMPLES, SAMPLES);
             xmin = ex[k * SAMPLES];
         }
