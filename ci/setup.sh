@@ -11,5 +11,5 @@ fi
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3)
 # The installer is part of the testbed package it installs: before the set-up, Python finds it
-# through PYTHONPATH (the only place that needs it).
+# through PYTHONPATH (as the other tools that run before any venv: docs/code.md).
 PYTHONPATH="$repo/reframe" exec "$py" -m testbed.install "$@"
