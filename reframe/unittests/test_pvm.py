@@ -208,7 +208,8 @@ def direction_test(mins, size_range='quick'):
     from types import SimpleNamespace
     from testbed.pvm import PvmMatrixBase as PvmMatrix
     test = SimpleNamespace(size_range=size_range, route='direct', num_tasks_per_node=2,
-                           DIRECTION_MIN_SIZE=PvmMatrix.DIRECTION_MIN_SIZE,
+                           samples=15, DIRECTION_MIN_SIZE=PvmMatrix.DIRECTION_MIN_SIZE,
+                           DIRECTION_MIN_SAMPLES=PvmMatrix.DIRECTION_MIN_SAMPLES,
                            NAMES=PvmMatrix.NAMES,
                            _row=lambda pair, enc, size: {'min_us': mins[enc]})
     test._not_slower = lambda *args, **kw: PvmMatrix._not_slower(test, *args, **kw)
@@ -227,6 +228,10 @@ def test_the_raw_over_default_direction_fails_when_raw_is_not_faster():
     problem = PvmMatrix._raw_not_faster(fake(2960.0, 940.0))
     assert 'Raw 2960.0 us not faster than Default (XDR) 940.0 us' in problem, problem
     assert PvmMatrix._raw_not_faster(fake(2960.0, 940.0, size_range='small')) is None
+    # minima over two samples (a behaviour test's run) are not judged: one draw of the machine
+    few = fake(2960.0, 940.0)
+    few.samples = 2
+    assert PvmMatrix._raw_not_faster(few) is None
     # through the daemons: asserted on one host, reported only between two nodes, where XDR's
     # cost is a few percent of the transfer
     local = fake(16493.0, 15843.0)
