@@ -17,3 +17,17 @@ def test_direct_slower_than_the_daemons_on_native_fails_and_gige_is_only_reporte
 
 def test_no_pvm_case_adds_nothing():
     assert profile_check.route_lines({}, []) == []
+
+
+def test_a_route_whose_tcp_baseline_moved_is_reported_not_held():
+    """The raw TCP timed beside the direct case ran 10x slower than beside the daemons' (the
+    host stalled during that case): the direction is not judged, and the row says why."""
+    failures = []
+    lines = profile_check.route_lines({('mtu1500_native', 'default-double'): {
+        'daemon': 30972.0, 'direct': 71245.0, 'daemon_tcp': 590.0, 'direct_tcp': 6134.0}},
+        failures)
+    assert failures == []
+    assert any('not held: raw TCP beside the two cases 590 and 6134 us' in x for x in lines)
+    held = {'daemon': 30972.0, 'direct': 71245.0, 'daemon_tcp': 590.0, 'direct_tcp': 610.0}
+    profile_check.route_lines({('mtu1500_native', 'default-double'): held}, failures)
+    assert len(failures) == 1
