@@ -8,22 +8,21 @@ baseline ran slow. Either way the figure is reported, not judged (checks.drop_ju
 import math
 
 
-def why_not_held(baselines, unit, band, figure, bound):
+def why_not_held(baselines, unit, band, figure=None, bound=None):
     """None where the figure can be judged, else why not, in one line.
 
     baselines: {name: value} of the job's baseline measurements (same unit, larger = faster
     or slower alike: only their spread counts); band: the figure's half-width in log space
     (None: no band, the spread is not judged); figure: the value; bound: (limit, text) that
-    the figure cannot pass, e.g. (1, 'efficiency 1')."""
+    the figure cannot pass, e.g. (1, 'efficiency 1'), or None where it has none."""
     values = list(baselines.values())
     spread = max(values) / min(values)
     if band is not None and math.log(spread) > band:
         return (f'the baselines of the job moved {spread:.3f}x ('
                 + ', '.join(f'{k} {v:.4g}' for k, v in baselines.items())
                 + f' {unit}), beyond the {math.exp(band) - 1:.1%} the figure is judged to')
-    limit, text = bound
-    if figure > limit:
-        return f'{figure:.3f} above {text}: a baseline ran slow'
+    if bound is not None and figure > bound[0]:
+        return f'{figure:.3f} above {bound[1]}: a baseline ran slow'
     return None
 
 

@@ -28,12 +28,14 @@ routes fill the link (100-117 MB/s): reported only. Exit 1 when an assertion fai
 import argparse
 import csv
 import json
+import math
 import os
 import sys
 import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 from testbed import results
+from testbed.held import why_not_held
 SIZES = (8, 1048576)
 
 
@@ -146,8 +148,8 @@ def route_lines(routes, failures):
         if not {'daemon', 'direct'} <= set(t):
             continue
         ratio = t['daemon'] / t['direct']
-        tcp = sorted(t[k] for k in ('daemon_tcp', 'direct_tcp') if k in t)
-        held = len(tcp) < 2 or tcp[1] <= TCP_HELD * tcp[0]
+        tcp = {k: t[k] for k in ('daemon_tcp', 'direct_tcp') if k in t}
+        held = len(tcp) < 2 or why_not_held(tcp, 'us', math.log(TCP_HELD)) is None
         lines.append(f"| {part} | {enc} | {t['daemon']:.0f} | {t['direct']:.0f} | "
                      f'{ratio:.2f}' + ('' if held else
                                        f' (not held: raw TCP beside the two cases '
