@@ -172,8 +172,13 @@ def test_reframe_stops_the_hung_stack_and_not_the_others(built):
                          r'earlier in this run: not launched', stopped[0]['fail_reason']), \
             stopped[0]['fail_reason']
         assert stopped[0]['fail_phase'] == 'run'
+        # openmpi-4.1 is launched and runs to its end; with 2 samples a side its own figures
+        # may still fail a physical bound on a loaded machine, which is not this test's matter.
         others = [tc for (_, env_), tc in got.items() if env_ == 'openmpi-4_1']
-        assert len(others) == 2 and all(tc['result'] == 'pass' for tc in others)
+        reasons = [(tc['result'], tc.get('fail_phase'), tc.get('fail_reason')) for tc in others]
+        assert len(others) == 2, reasons
+        assert all(tc['result'] == 'pass' or (tc.get('fail_phase') == 'sanity' and not re.search(
+            r'hung|not launched|timed out', tc.get('fail_reason') or '')) for tc in others), reasons
         assert elapsed < 300, elapsed
         assert procs.leftovers(run_id=run_id) == []
     finally:
