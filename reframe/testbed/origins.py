@@ -162,8 +162,10 @@ def hello(stack, run_as, logfile):
     account: LAM refuses root), with the stack's daemons if it has any. '' when both ranks
     said hello, else why not."""
     # {job} (the job script's $$ in a test) is this process's id here
+    # with the knobs' defaults, which travel in the environment as in every test's job
     env = dict(os.environ, **{k: v.replace(registry.JOB_PID, str(os.getpid()))
-                              for k, v in stack.environment.items()})
+                              for k, v in stack.environment.items()},
+               **stack.knob_settings()[0])
     drop = as_account(run_as)
     with tempfile.TemporaryDirectory(prefix='testbed-hello-') as tmp:
         os.chmod(tmp, 0o755)

@@ -6,10 +6,12 @@ which value each rank runs with: MPICH's MPIR_CVAR_* under their own names, Open
 OMPI_MCA_<param> as <param>. The test sets a numeric knob (eager_threshold, by default 65432
 bytes) on top of the partition's knobs and the defaults, and asserts that every such variable
 the library knows holds the set value on every rank, and that at least one of them is known
-(Open MPI registers a component's parameters only when it opens the component). A stack none of
-whose knob variables is an MPI_T variable (LAM 7.1 has no MPI_T; UCX_* and I_MPI_* are read
-outside it; MPICH's string-valued MPIR_CVAR_* read back empty) is skipped with that reason: it
-is not counted as passed.
+(Open MPI registers a component's parameters only when it opens the component). LAM 7.1 has no
+MPI_T: its knobs are SSI parameters (LAM_MPI_SSI_*), and each rank says at MPI_Init which RPI
+module it selected and the parameters it took (testbed/lam_ssi.py); the test asserts those. A
+stack none of whose knob variables can be read back (UCX_* and I_MPI_* are read outside MPI_T;
+MPICH's string-valued MPIR_CVAR_* read back empty) is skipped with that reason: it is not
+counted as passed.
 """
 import os
 
@@ -18,6 +20,7 @@ import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_after, run_before, sanity_function, variable
 
+from testbed import lam_ssi
 from testbed.checks import AppBuild, records, stack_of
 from testbed.launch import StackLaunch
 
@@ -50,6 +53,8 @@ class KnobReach(StackLaunch, rfm.RunOnlyRegressionTest):
     probe = variable(typ.Dict[str, str], value={'eager_threshold': '65432'})
     #: MPI_T name -> the value set (from the knobs' environment variables)
     expected = variable(typ.Dict[str, str], value={})
+    #: ... LAM's name -> the value set, for LAM's SSI parameters (testbed/lam_ssi.py)
+    lam_expected = variable(typ.Dict[str, str], value={})
     tags = {'knobs'}
 
     @run_after('setup')
@@ -65,9 +70,13 @@ class KnobReach(StackLaunch, rfm.RunOnlyRegressionTest):
         env, _ = stack_of(self)[1].knob_settings(self.knobs)
         names = {k: mpi_t_name(k, v) for k, v in env.items()}
         self.expected = {names[k]: v for k, v in env.items() if names[k]}
-        self.skip_if(not self.expected,
+        self.lam_expected = lam_ssi.expected(env)
+        if self.lam_expected:
+            self.env_vars.update(lam_ssi.VERBOSE)
+        self.skip_if(not self.expected and not self.lam_expected,
                      f'{stack_of(self)[1].name}: none of its knob variables '
-                     f'({", ".join(sorted(env)) or "none"}) is an MPI_T control variable')
+                     f'({", ".join(sorted(env)) or "none"}) can be read back (an MPI_T '
+                     f'control variable or a LAM SSI parameter)')
         self.executable = self.build.executable_path
         self.executable_opts = sorted(self.expected)
 
@@ -87,6 +96,12 @@ class KnobReach(StackLaunch, rfm.RunOnlyRegressionTest):
 
     @sn.deferrable
     def _reached(self):
+        if self.lam_expected:      # LAM prints what it runs with; stdout or stderr alike
+            text = ''
+            for f in (self.stdout, self.stderr):
+                with open(os.path.join(self.stagedir, f.evaluate()), errors='replace') as fh:
+                    text += fh.read()
+            return lam_ssi.reach_problem(text, self.lam_expected, self.num_tasks) or True
         rows = records(os.path.join(self.stagedir, self.stdout.evaluate()), 'KNOB')
         for rank in range(self.num_tasks):
             mine = {r['name']: r for r in rows if r['rank'] == rank}

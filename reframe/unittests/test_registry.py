@@ -24,9 +24,11 @@ def test_real_registry_loads_and_every_stack_is_usable():
 def test_launch_command_renders_prefix_ntasks_and_knob_defaults():
     reg = registry.load(REAL)
     lam = reg.stacks['lam-7.1']
-    assert lam.launch_command(2) == ['mpirun.lam', '-np', '2', '-ssi', 'rpi', 'usysv']
-    assert lam.launch_command(4, {'transport': 'tcp', 'tcp_socket_buffer': '262144'}) == [
-        'mpirun.lam', '-np', '4', '-ssi', 'rpi_tcp_sockbuf', '262144', '-ssi', 'rpi', 'tcp']
+    assert lam.launch_command(2) == ['mpirun.lam', '-np', '2']
+    # LAM's knobs travel in the environment (SSI parameters), as every other stack's
+    assert lam.knob_settings({'transport': 'tcp', 'tcp_socket_buffer': '262144'}) == (
+        {'LAM_MPI_SSI_rpi': 'tcp', 'LAM_MPI_SSI_rpi_tcp_sockbuf': '262144'}, [])
+    assert lam.knob_settings()[0] == {'LAM_MPI_SSI_rpi': 'usysv'}
     mpich5 = reg.stacks['mpich-5.0']
     assert mpich5.launch_command(2)[0] == f'{reg.prefix_root}/mpich-5.0/bin/mpiexec'
     assert reg.stacks['intel-mpi-2021'].environment['I_MPI_ROOT'] == \

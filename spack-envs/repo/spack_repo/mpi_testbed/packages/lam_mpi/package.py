@@ -20,7 +20,7 @@ class LamMpi(AutotoolsPackage):
     version("7.1.4")
 
     # The RPI (request progression interface) a run gets when it names none. Every RPI is
-    # built either way, and the testbed names one in every run (-ssi rpi, the transport knob).
+    # built either way, and the testbed names one in every run (LAM_MPI_SSI_rpi, the transport knob).
     variant(
         "rpi",
         default="usysv",
