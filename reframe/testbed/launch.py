@@ -73,13 +73,24 @@ def fallback_launch(test, reg, stack, ntasks):
         raise ReframeError(f'{reg.path}: stacks.{stack.name}: neither srun_mpi nor '
                            f'fallback_env is set, so nothing starts this stack on '
                            f'{part.fullname} (measure: site/cluster/launcher_table.py)')
-    agent = part.extras.get('fallback_agent', 'ssh')
-    hostfile = os.path.join(test.stagedir, 'fallback-hosts')
-    test.env_vars.update(job_env(stack.fallback_settings(agent, hostfile)))
-    line = stack.fallback_hostfile_command('fallback-hosts')
+    env, line, argv = fallback_plan(stack, part.extras.get('fallback_agent', 'ssh'),
+                                    os.path.join(test.stagedir, 'fallback-hosts'), ntasks,
+                                    test.knobs)
+    test.env_vars.update(job_env(env))
     if line not in test.prerun_cmds:     # a baseline launch of the same job calls this again
         test.prerun_cmds.insert(0, line)
-    return stack.launch_command(ntasks, test.knobs, options=False)
+    return argv
+
+
+def fallback_plan(stack, agent, hostfile, ntasks, knobs=None):
+    """The fallback launch of `ntasks` ranks, for a job whose working directory holds
+    `hostfile`: the variables that point the stack's launcher (and its daemons' boot) at the
+    agent and the host file, the line that writes the host file from the job's nodes, and the
+    stack's launcher argv without the options that bind to this machine's cores. Also what
+    site/cluster/launcher_table.py measures, outside ReFrame."""
+    return (stack.fallback_settings(agent, hostfile),
+            stack.fallback_hostfile_command(os.path.basename(hostfile)),
+            stack.launch_command(ntasks, knobs, options=False))
 
 
 def in_job_as_account(test, reg):
@@ -90,19 +101,22 @@ def in_job_as_account(test, reg):
     return drop_privileges(reg)
 
 
-def extra_launch(test, ntasks, over_the_nodes=False):
+def extra_launch(test, ntasks, over_the_nodes=False, env=None):
     """The argv that starts `ntasks` more ranks of the test's stack from its job script, the
     way its main launch goes on the test's partition (a baseline run in the same job, e.g.
-    su3_rmd's 1-rank run): locally the stack's own launcher as the job account; on a Slurm
-    partition srun with the stack's PMI on the job's first node (over the job's nodes as the
-    main launch places its ranks, with `over_the_nodes`), or the fallback (over the nodes)."""
+    su3_rmd's 1-rank run; a peer benchmark's launch): locally the stack's own launcher as the
+    job account; on a Slurm partition srun with the stack's PMI on the job's first node (over
+    the job's nodes as the main launch places its ranks, with `over_the_nodes`), or the
+    fallback (over the nodes). `env`: variables for this launch alone (a peer's library path),
+    set for the launcher, which passes them to its ranks."""
     reg, stack = stack_of(test)
+    own = ['env', *(f'{k}={v}' for k, v in env.items())] if env else []
     if test.current_partition.launcher_type.registered_name != 'srun':
-        return drop_privileges(reg) + stack.launch_command(ntasks, test.knobs)
+        return drop_privileges(reg) + own + stack.launch_command(ntasks, test.knobs)
     if stack.srun_mpi:
-        return ['srun', f'--mpi={stack.srun_mpi}'] + ([] if over_the_nodes else ['-N', '1']) \
-            + ['-n', str(ntasks)]
-    return fallback_launch(test, reg, stack, ntasks)
+        return own + ['srun', f'--mpi={stack.srun_mpi}'] + \
+            ([] if over_the_nodes else ['-N', '1']) + ['-n', str(ntasks)]
+    return own + fallback_launch(test, reg, stack, ntasks)
 
 
 def partition_knobs(test, stack):
@@ -111,6 +125,20 @@ def partition_knobs(test, stack):
     as it is, as site/local.py's has_values admits it."""
     return {k: v for k, v in test.current_partition.extras.get('knobs', {}).items()
             if k in stack.knobs}
+
+
+def apply_knobs(test, reg, stack):
+    """The test's knob values over the partition's (transport=tcp between the nodes of a
+    cluster) over the stack's defaults: recorded in test.knobs (the report says what ran),
+    their variables written into the job script, inherited by every launch of the job.
+    Returns the launcher options of knobs that have no variable (none shipped)."""
+    test.knobs = {**partition_knobs(test, stack), **test.knobs}
+    try:
+        env, knob_opts = stack.knob_settings(test.knobs)
+    except KeyError as err:
+        raise ReframeError(f'{reg.path}: stacks.{stack.name}.knobs: {err.args[0]}') from None
+    test.env_vars.update(job_env(env))
+    return env, knob_opts
 
 
 def slowdown_pause_file(test):
@@ -221,15 +249,8 @@ class StackLaunch(HangGuard):
         self.stack_origin = stack.origin
         self.stack_configure = shlex.join(stack.configure)
         drop = drop_privileges(reg)
-        # The partition's knob values (e.g. transport=tcp between the nodes of a cluster)
-        # under the test's own; recorded in self.knobs, so that the report says what ran.
-        self.knobs = {**partition_knobs(self, stack), **self.knobs}
-        try:
-            env, knob_opts = stack.knob_settings(self.knobs)
-            argv = stack.launch_command(self.num_tasks, self.knobs)
-        except KeyError as err:
-            raise ReframeError(f'{reg.path}: stacks.{stack.name}.knobs: {err.args[0]}') from None
-        self.env_vars.update(job_env(env))
+        env, knob_opts = apply_knobs(self, reg, stack)
+        argv = stack.launch_command(self.num_tasks, self.knobs)
         self.inject_slowdown()
         launcher = self.current_partition.launcher_type.registered_name
         images = self.current_partition.extras.get('container_images')

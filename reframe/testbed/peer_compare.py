@@ -17,7 +17,8 @@ from reframe.core.exceptions import ReframeError
 
 from testbed import hangs, registry
 from testbed.checks import APPS, records, shm_floor_8B_us, stack_of
-from testbed.launch import StackLaunch, after_launch, baseline_line, drop_privileges
+from testbed.launch import (StackLaunch, after_launch, baseline_line, drop_privileges,
+                            extra_launch)
 from testbed.peer_table import STEADY, imb_version, netpipe_repetitions, parse_imb, parse_netpipe
 from testbed.peer_verdict import OURS, judge, launch_problems, write_csv
 from testbed.perf import set_perf_variables
@@ -132,7 +133,6 @@ class PeerCompareBase(StackLaunch, rfm.RunOnlyRegressionTest):
             os.chown(out, account.pw_uid, account.pw_gid)
         with open(os.path.join(out, 'imb-sizes.txt'), 'w') as fh:
             fh.write(''.join(f'{s}\n' for s in SIZES))
-        launch = stack.launch_command(2, self.knobs)
         pin = (['--pin'] if stack.self_bind else []) + self.preload(stack)
         # IMB's buffers page-aligned, as ours (apps/peers/page_alloc.c says why)
         imb_pin = (['--pin'] if stack.self_bind else []) + \
@@ -171,7 +171,7 @@ class PeerCompareBase(StackLaunch, rfm.RunOnlyRegressionTest):
                 else:
                     # no IMB to compare with: the launch only reads the floor between rounds
                     sampling = ['--sizes', '8', '--samples', '3', '--baselines', 'shm']
-                commands.append((tag, [], wrapped(tag, p2p + sampling)))
+                commands.append((tag, {}, wrapped(tag, p2p + sampling)))
                 continue
             peer = tag.split('-')[0]
             program, needs = self.peers[peer]
@@ -182,14 +182,15 @@ class PeerCompareBase(StackLaunch, rfm.RunOnlyRegressionTest):
                 size = tag.split('-')[1]
                 argv = [program, '-l', size, '-u', size, '-p', '0',
                         '-o', os.path.join(out, f'{tag}.out')]
-            env = ['env', 'LD_LIBRARY_PATH=' + library_path(
-                os.path.join(self.stagedir, 'abi', peer), needs)] if needs else []
+            env = {'LD_LIBRARY_PATH': library_path(
+                os.path.join(self.stagedir, 'abi', peer), needs)} if needs else {}
             commands.append((tag, env, wrapped(tag, argv, imb_pin if peer == 'imb' else pin)))
         # the peers are this test's baselines: an injected slowdown of scope 'run' slows
         # ours only (launch.baseline_line), the proof that a 10 % disagreement fails
         lines = {}
         for tag, env, cmd in commands:
-            line = self.bounded(tag, shell_join(drop + env + launch + cmd) + f' > {tag}.log 2>&1')
+            line = self.bounded(tag, shell_join(extra_launch(self, 2, env=env) + cmd) +
+                                f' > {tag}.log 2>&1')
             lines[tag] = line if tag.startswith('p2p-') else baseline_line(self, line)
         first = self.sequence(self.rounds)
         self.prerun_cmds += [lines[tag] for tag in first[:-1]]

@@ -15,7 +15,7 @@ from reframe.core.builtins import run_before, variable
 
 from testbed.binding import placement_problem
 from testbed.checks import APPS, records, stack_of
-from testbed.launch import StackLaunch, drop_privileges
+from testbed.launch import StackLaunch, drop_privileges, extra_launch
 from testbed.peer_table import netpipe_repetitions, parse_netpipe
 from testbed.peer_verdict import FACTOR     # the same agreement as PeerCompare's
 from testbed.perf import set_perf_variables
@@ -63,7 +63,7 @@ class PvmPeerCompareBase(StackLaunch, rfm.RunOnlyRegressionTest):
                '--samples', str(max(1, self.samples // self.rounds)),
                '--min-time-ms', str(self.min_time_ms),
                '--stack', stack.name, '--bind-self']
-        launch = stack.launch_command(self.num_tasks, self.knobs)
+        launch = extra_launch(self, self.num_tasks)
         commands = []
         for k in range(1, self.rounds + 1):
             for size in SIZES:
@@ -72,7 +72,7 @@ class PvmPeerCompareBase(StackLaunch, rfm.RunOnlyRegressionTest):
                                                    os.path.join(out, f'{tag}.out'),
                                                    os.path.join(out, tag)]) + f' > {tag}.log 2>&1')
             for layout in LAYOUTS:
-                commands.append(shell_join(drop + launch + p2p + ['--buffers', layout]) +
+                commands.append(shell_join(launch + p2p + ['--buffers', layout]) +
                                 f' > p2p-{layout}-r{k}.log 2>&1')
         # the last one (ours, separate buffers, last round) is the job's own launch
         self.prerun_cmds += commands[:-1]

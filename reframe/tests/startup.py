@@ -18,8 +18,8 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 
 from reframe.core.exceptions import ReframeError
 from testbed.checks import APPS, AppBuild, ReferenceLookup, stack_of
-from testbed.launch import (as_job_account, drop_privileges, fallback_launch, job_env,
-                            job_exit_code, one_task_on_each_node, partition_knobs, set_launcher)
+from testbed.launch import (apply_knobs, as_job_account, drop_privileges, fallback_launch,
+                            job_exit_code, one_task_on_each_node, set_launcher)
 from testbed.hangs import HangGuard
 from testbed.perf import lookup, set_perf_variables
 
@@ -65,12 +65,8 @@ class StartupTime(HangGuard, ReferenceLookup, rfm.RunOnlyRegressionTest):
         reg, stack = stack_of(self)
         self.stack_name = stack.name
         on_slurm = self.current_partition.launcher_type.registered_name == 'srun'
-        # The test's own knob values (-S StartupTime.knobs=...) over the partition's
-        # (transport=tcp between the nodes of a cluster) over the defaults, as StackLaunch
-        # takes them: written into the job script, inherited by the launches.
-        self.knobs = {**partition_knobs(self, stack), **self.knobs}
-        env, knob_opts = stack.knob_settings(self.knobs)
-        self.env_vars.update(job_env(env))
+        # the test's own knob values (-S StartupTime.knobs=...) as StackLaunch takes them
+        _, knob_opts = apply_knobs(self, reg, stack)
         if on_slurm:
             launcher = shlex.join(self.slurm_launcher(reg, stack, knob_opts))
         else:

@@ -29,6 +29,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from testbed import registry
+from testbed.launch import fallback_plan
 from testbed_site.cluster.cluster import RUN as CLUSTER_DIR
 
 BUILD = '/var/tmp/mpi-testbed-cluster-build'
@@ -114,10 +115,11 @@ def fallback_script(stack, exe):
     """The job step of a fallback launch, as the job account on the first node: the host
     file, the daemons (timed: BOOT-S), the stack's own launcher, the daemons' halt."""
     agent = os.path.join(CLUSTER_DIR, 'agent')      # up's copy: the clone may be closed to the account
-    env = {**stack.environment, **stack.fallback_settings(agent, 'fallback-hosts')}
-    launch = shlex.join(stack.launch_command(2, options=False) + [exe])
-    lines = [*(f'export {k}={registry.shell_word(v)}' for k, v in env.items()),
-             stack.fallback_hostfile_command('fallback-hosts')]
+    fallback_env, hostfile_line, argv = fallback_plan(stack, agent, 'fallback-hosts', 2)
+    env = {**stack.environment, **stack.knob_settings()[0],     # the knobs' defaults
+           **fallback_env}
+    launch = shlex.join(argv + [exe])
+    lines = [*(f'export {k}={registry.shell_word(v)}' for k, v in env.items()), hostfile_line]
     if stack.boot:
         halt = shlex.join(stack.halt) + (f' || {shlex.join(stack.wipe)}' if stack.wipe else '')
         lines += [f'trap "{{ {halt}; }} > halt.log 2>&1" EXIT',
