@@ -246,7 +246,7 @@ class HplBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         if stack.self_bind:         # the launcher cannot bind (LAM): ranks pin themselves
             self.executable_opts = ['--bind-self']
         # The DGEMM baseline runs in this job right before xhpl (after StackLaunch's daemon
-        # boot: a base class's hooks run first) and right after it; then, where the ranks fit
+        # boot, which goes first) and right after it; then, where the ranks fit
         # the cores, xhpl once more (run_again; not a baseline, so an injected slowdown of the
         # run slows it too), and the figures take the faster run, as su3's speedup_busy does:
         # a slow minute of the VM can hold the run and one baseline but not the other

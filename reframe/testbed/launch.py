@@ -276,18 +276,21 @@ class StackLaunch(HangGuard):
             boot, halt = shlex.join(stack.boot), shlex.join(stack.halt)
             wipe = f' || {run} {shlex.join(stack.wipe)} >> daemon-halt.log 2>&1' \
                 if stack.wipe else ''
+            # Daemon output goes to files: a daemon holding a pipe open hangs its reader.
+            lines = [f'trap "{run} {halt} > daemon-halt.log 2>&1{wipe}" EXIT',
+                     f'{run} {boot} > daemon-boot.log 2>&1 || '
+                     f'{{ echo "{stack.boot[0]} failed; see daemon-boot.log" >&2; exit 1; }}']
             if launcher == 'local':
                 # First: the job's shell becomes the reaper of the daemons it boots, so that
                 # their halt does not wait on PID 1 (testbed/subreaper.py says why).
-                self.prerun_cmds.insert(0, '[ -n "${TESTBED_SUBREAPER:-}" ] || exec python3 '
-                                        + shlex.quote(str(Path(__file__).resolve().with_name(
-                                            'subreaper.py'))) + ' "$0"')
-            # Daemon output goes to files: a daemon holding a pipe open hangs its reader.
-            self.prerun_cmds += [
-                f'trap "{run} {halt} > daemon-halt.log 2>&1{wipe}" EXIT',
-                f'{run} {boot} > daemon-boot.log 2>&1 || '
-                f'{{ echo "{stack.boot[0]} failed; see daemon-boot.log" >&2; exit 1; }}',
-            ]
+                lines.insert(0, '[ -n "${TESTBED_SUBREAPER:-}" ] || exec python3 ' + shlex.quote(
+                    str(Path(__file__).resolve().with_name('subreaper.py'))) + ' "$0"')
+            # Before every line a test adds (its baselines launch ranks that need the daemons),
+            # whichever hook ran first; after the fallback's host file, which the boot reads.
+            hostfile = stack.fallback_hostfile_command('fallback-hosts') \
+                if stack.fallback_env else None
+            at = self.prerun_cmds.index(hostfile) + 1 if hostfile in self.prerun_cmds else 0
+            self.prerun_cmds[at:at] = lines
 
     @run_before('run', always_last=True)
     def wrap_rank_in_image(self):

@@ -111,8 +111,8 @@ def su3_options(test):
 def launch_line(test, ntasks, opts, out, over_the_nodes=False):
     """A job-script line that runs su3_rmd on `ntasks` ranks the way the stack launches on the
     test's partition, as the job account, output to `out`.out/.err (`over_the_nodes`: placed
-    as the test's own ranks, extra_launch). For prerun commands: they come after StackLaunch's
-    daemon boot, whose hook (a base class's) runs first."""
+    as the test's own ranks, extra_launch). For prerun commands: StackLaunch puts the daemons'
+    boot before them."""
     argv = extra_launch(test, ntasks, over_the_nodes) + [test.build.executable_path, *opts]
     return f'{registry.shell_join(argv)} > {out}.out 2> {out}.err'
 

@@ -22,7 +22,7 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 
 from testbed import lam_ssi
 from testbed.checks import AppBuild, records, stack_of
-from testbed.launch import StackLaunch
+from testbed.launch import StackLaunch, apply_knobs
 
 
 class KnobsBuild(AppBuild):
@@ -66,8 +66,8 @@ class KnobReach(StackLaunch, rfm.RunOnlyRegressionTest):
 
     @run_before('run')
     def set_command(self):
-        # StackLaunch's hook (a base class's) ran first: self.knobs now holds the partition's.
-        env, _ = stack_of(self)[1].knob_settings(self.knobs)
+        # the knobs as the launch applies them (the same whichever hook runs first)
+        env, _ = apply_knobs(self, *stack_of(self))
         names = {k: mpi_t_name(k, v) for k, v in env.items()}
         self.expected = {names[k]: v for k, v in env.items() if names[k]}
         self.lam_expected = lam_ssi.expected(env)
