@@ -114,9 +114,15 @@ def extra_launch(test, ntasks, over_the_nodes=False, env=None):
     if test.current_partition.launcher_type.registered_name != 'srun':
         return drop_privileges(reg) + own + stack.launch_command(ntasks, test.knobs)
     if stack.srun_mpi:
-        return own + ['srun', f'--mpi={stack.srun_mpi}'] + \
-            ([] if over_the_nodes else ['-N', '1']) + ['-n', str(ntasks)]
+        return own + srun_argv(stack, ntasks, nodes=None if over_the_nodes else 1)
     return own + fallback_launch(test, reg, stack, ntasks)
+
+
+def srun_argv(stack, ntasks, nodes=None, overcommit=False):
+    """srun starting `ntasks` ranks of the stack with its PMI, inside a job: on `nodes` of the
+    job's nodes (all of them when None); `overcommit` lets more ranks than cores start."""
+    return ['srun', f'--mpi={stack.srun_mpi}'] + (['--overcommit'] if overcommit else []) + \
+        (['-N', str(nodes)] if nodes else []) + ['-n', str(ntasks)]
 
 
 def partition_knobs(test, stack):

@@ -19,7 +19,7 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 from reframe.core.exceptions import ReframeError
 from testbed.checks import APPS, AppBuild, ReferenceLookup, stack_of
 from testbed.launch import (apply_knobs, as_job_account, drop_privileges, fallback_launch,
-                            job_exit_code, one_task_on_each_node, set_launcher)
+                            job_exit_code, one_task_on_each_node, set_launcher, srun_argv)
 from testbed.hangs import HangGuard
 from testbed.perf import lookup, set_perf_variables
 
@@ -99,8 +99,7 @@ class StartupTime(HangGuard, ReferenceLookup, rfm.RunOnlyRegressionTest):
             if knob_opts:
                 raise ReframeError(f'{reg.path}: stacks.{stack.name}.knobs {self.knobs}: '
                                    f'launcher options {knob_opts} cannot pass through srun')
-            return ['srun', f'--mpi={stack.srun_mpi}', '--overcommit', '-N', str(nodes),
-                    '-n', '{np}']
+            return srun_argv(stack, '{np}', nodes, overcommit=True)
         return fallback_launch(self, reg, stack, '{np}')
 
     def _data(self):

@@ -24,3 +24,15 @@ def test_startup_takes_the_knobs_a_user_sets(workdir):  # noqa: F811
     reframe(workdir, '--dry-run', '-n', 'StartupTime', '-p', '^mpich-4_0$',
             '-S', 'StartupTime.knobs=transport:tcp')
     assert 'export MPIR_CVAR_NOLOCAL=1' in job_script(workdir, 'StartupTime')
+
+
+def test_srun_lines_come_from_one_function():
+    """extra_launch (one node, or the job's nodes) and StartupTime's driver (np ranks over the
+    job's nodes, more than their cores allowed) take srun's line from srun_argv."""
+    from types import SimpleNamespace
+    from testbed.launch import srun_argv
+    stack = SimpleNamespace(srun_mpi='pmix')
+    assert srun_argv(stack, 2, nodes=1) == ['srun', '--mpi=pmix', '-N', '1', '-n', '2']
+    assert srun_argv(stack, 4) == ['srun', '--mpi=pmix', '-n', '4']
+    assert srun_argv(stack, '{np}', 2, overcommit=True) == \
+        ['srun', '--mpi=pmix', '--overcommit', '-N', '2', '-n', '{np}']
