@@ -60,6 +60,10 @@ def job_exit_code(test):
     return int(found[-1]) if found else None
 
 
+#: the fallback's host file, in the job's stage directory: written first, read by the boot
+FALLBACK_HOSTS = 'fallback-hosts'
+
+
 def fallback_launch(test, reg, stack, ntasks):
     """The fallback where srun cannot start a stack (LAM, whose ranks need lamd), for a test
     on a Slurm partition: the stack's own launcher argv for `ntasks` ranks, which reaches the
@@ -74,7 +78,7 @@ def fallback_launch(test, reg, stack, ntasks):
                            f'fallback_env is set, so nothing starts this stack on '
                            f'{part.fullname} (measure: site/cluster/launcher_table.py)')
     env, line, argv = fallback_plan(stack, part.extras.get('fallback_agent', 'ssh'),
-                                    os.path.join(test.stagedir, 'fallback-hosts'), ntasks,
+                                    os.path.join(test.stagedir, FALLBACK_HOSTS), ntasks,
                                     test.knobs)
     test.env_vars.update(job_env(env))
     if line not in test.prerun_cmds:     # a baseline launch of the same job calls this again
@@ -137,7 +141,7 @@ def apply_knobs(test, reg, stack):
     """The test's knob values over the partition's (transport=tcp between the nodes of a
     cluster) over the stack's defaults: recorded in test.knobs (the report says what ran),
     their variables written into the job script, inherited by every launch of the job.
-    Returns the launcher options of knobs that have no variable (none shipped)."""
+    Returns (those variables, the launcher options of knobs that have none: none shipped)."""
     test.knobs = {**partition_knobs(test, stack), **test.knobs}
     try:
         env, knob_opts = stack.knob_settings(test.knobs)
@@ -293,7 +297,7 @@ class StackLaunch(HangGuard):
                     str(Path(__file__).resolve().with_name('subreaper.py'))) + ' "$0"')
             # Before every line a test adds (its baselines launch ranks that need the daemons),
             # whichever hook ran first; after the fallback's host file, which the boot reads.
-            hostfile = stack.fallback_hostfile_command('fallback-hosts') \
+            hostfile = stack.fallback_hostfile_command(FALLBACK_HOSTS) \
                 if stack.fallback_env else None
             at = self.prerun_cmds.index(hostfile) + 1 if hostfile in self.prerun_cmds else 0
             self.prerun_cmds[at:at] = lines

@@ -29,7 +29,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from testbed import registry
-from testbed.launch import fallback_plan
+from testbed.launch import FALLBACK_HOSTS, fallback_plan
 from testbed_site.cluster.cluster import RUN as CLUSTER_DIR
 
 BUILD = '/var/tmp/mpi-testbed-cluster-build'
@@ -115,7 +115,7 @@ def fallback_script(stack, exe):
     """The job step of a fallback launch, as the job account on the first node: the host
     file, the daemons (timed: BOOT-S), the stack's own launcher, the daemons' halt."""
     agent = os.path.join(CLUSTER_DIR, 'agent')      # up's copy: the clone may be closed to the account
-    fallback_env, hostfile_line, argv = fallback_plan(stack, agent, 'fallback-hosts', 2)
+    fallback_env, hostfile_line, argv = fallback_plan(stack, agent, FALLBACK_HOSTS, 2)
     env = {**stack.environment, **stack.knob_settings()[0],     # the knobs' defaults
            **fallback_env}
     launch = shlex.join(argv + [exe])
