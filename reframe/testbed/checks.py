@@ -224,10 +224,27 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
 
     def band_of(self, figure):
         """Half-width in log space of `figure`'s row here (the wider side), None without one."""
+        sides = [w for w in self.sides_of(figure) or () if w is not None]
+        return max(sides) if sides else None
+
+    def sides_of(self, figure):
+        """(below, above): half-widths in log space of each side of `figure`'s row here (None
+        for a side left unbounded, drop_side), None without a row."""
         for key, ref in self.reference.items():
             if results.variable(key) == figure and len(ref) >= 3:
-                return max(-math.log1p(ref[1]), math.log1p(ref[2]))
+                return (None if ref[1] is None else -math.log1p(ref[1]),
+                        None if ref[2] is None else math.log1p(ref[2]))
         return None
+
+    def drop_side(self, figure, side, why):
+        """Judge `figure` on one side of its row only: the other ('lower' or 'upper') is left
+        unbounded (ReFrame's None) and the summary lists why with the measurements that did not
+        hold (references update and transfer leave the figure out, as they do those)."""
+        self.not_held = {**self.not_held, figure: why}
+        for key in [k for k in self.reference if results.variable(k) == figure]:
+            ref = list(self.reference[key])
+            ref[1 if side == 'lower' else 2] = None
+            self.reference[key] = tuple(ref)
 
     def drop_judgement(self, figure, why):
         """Report `figure` without judging it against its row: its same-job baseline did not

@@ -26,6 +26,21 @@ def why_not_held(baselines, unit, band, figure=None, bound=None):
     return None
 
 
+def sides_not_held(baselines, unit, below, above):
+    """{side: why} for each side of a figure's row ('lower', 'upper') that the job's baselines
+    moved by more than: where the band is asymmetric (a side widened by `references transfer`)
+    the narrow side cannot be judged when the baselines spread wider than it, though the wide
+    side still can. below, above: the side's half-width in log space (None: no such side)."""
+    values = list(baselines.values())
+    spread = max(values) / min(values)
+    return {side: (f'{side} side not judged: the baselines of the job moved {spread:.3f}x ('
+                   + ', '.join(f'{k} {v:.4g}' for k, v in baselines.items())
+                   + f' {unit}), beyond the {math.exp(w) - 1:.1%} the row allows '
+                   + ('below' if side == 'lower' else 'above') + ' its value')
+            for side, w in (('lower', below), ('upper', above))
+            if w is not None and math.log(spread) > w}
+
+
 def why_below_its_layer(ratio, layer):
     """None where a library's time over the layer it runs on (`ratio`) can be judged, else why
     not: below 1 the library beat the path its own messages take (MPI over TCP faster than raw

@@ -273,7 +273,8 @@ def render(report):
     if held:
         lines.append(f'### Measurements that did not hold: reported, not judged ({len(held)})\n')
         lines.append('Their baseline in the same job moved, or they beat a physical bound: a '
-                     'verdict on them would be one on the machine\'s state (docs/measurement.md).')
+                     'verdict on them would be one on the machine\'s state (docs/measurement.md). '
+                     'A "side not judged" is judged on the other side of its row only.')
         lines += [f"- {tc['name']} @{tc['environ']}: {figure}: {why}"
                   for tc in held for figure, why in sorted(tc['not_held'].items())]
         lines.append('')

@@ -12,7 +12,8 @@ capacity: a ratio, which travels between machines where Gflop/s does not, and ho
 when another tenant takes part of a core (the baseline loses the same share of it). The run
 again has a third baseline after it, and the capacity is the largest of the three; where they
 spread wider than the efficiency's own band, or the efficiency is above 1, the figure is
-reported, not judged (the summary's "did not hold"). Placement:
+reported, not judged (the summary's "did not hold"); where they spread wider than one side of
+an asymmetric row only, that side is left unbounded and the other judged. Placement:
 when the ranks fit the cores, each ran on its own CPU and did not move (xhpl_main.c's
 HPL-RUN/HPL-END records). A grid with more ranks than cores is reported, never asserted as
 performance: it carries no reference.

@@ -1,7 +1,7 @@
 """The rule that keeps a figure whose same-job baseline moved from being judged (testbed.held)."""
 import math
 
-from testbed.held import why_below_its_layer, why_not_held
+from testbed.held import sides_not_held, why_below_its_layer, why_not_held
 
 
 def test_baselines_that_agree_and_a_figure_within_its_bound_are_judged():
@@ -32,3 +32,18 @@ def test_a_library_faster_than_the_layer_beneath_it_is_not_judged():
     assert why_below_its_layer(0.928, 'busy-poll raw TCP over the same link') == (
         '0.928 of busy-poll raw TCP over the same link: faster than the layer beneath it, so '
         'that baseline ran slow')
+
+
+def test_an_asymmetric_row_gives_up_only_the_side_narrower_than_the_baselines_spread():
+    # openmpi-4.1's HPL 1x2 row, -19.4 %/+11.0 %, and the CI run of 2026-11-28: DGEMM 1.137x
+    below, above = -math.log1p(-0.1939), math.log1p(0.1096)
+    sides = sides_not_held({'dgemm.out': 16.0, 'dgemm_after.out': 18.19}, 'Gflop/s', below,
+                           above)
+    assert list(sides) == ['upper']
+    assert sides['upper'].startswith('upper side not judged: the baselines of the job moved '
+                                     '1.137x (dgemm.out 16, dgemm_after.out 18.19 Gflop/s), '
+                                     'beyond the 11.0% the row allows above its value')
+    assert sides_not_held({'a': 16.0, 'b': 16.5}, 'Gflop/s', below, above) == {}
+    assert set(sides_not_held({'a': 16.0, 'b': 21.0}, 'Gflop/s', below, above)) == \
+        {'lower', 'upper'}
+    assert sides_not_held({'a': 16.0, 'b': 21.0}, 'Gflop/s', None, above).keys() == {'upper'}
