@@ -60,8 +60,8 @@ slowdown:         ## prove the references bite: the p2p quick tests slowed by FA
 sweep:            ## version sweep: install SERIES (mpich|openmpi|stack list) of site/versions.toml, run ARGS, table
 	bash ci/sweep.sh "$(SERIES)" $(ARGS)
 
-setup-images:     ## install podman, runc, mmdebstrap (Debian) for make images
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends podman runc mmdebstrap uidmap
+setup-images:     ## install podman, runc, mmdebstrap, skopeo (Debian) for make images
+	bash ci/setup_images.sh
 
 images: setup-images  ## the OCI image of every stack (containers/), STACKS=a,b for some; sizes
 	STACKS="$(STACKS)" bash ci/images.sh
@@ -88,5 +88,5 @@ cluster-up:       ## start the emulated cluster: NODES (2, up to 4), PROFILE (na
 cluster-status:   ## what of the emulated cluster is up
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 site/cluster/cluster.py status
 
-cluster-down:     ## stop it and remove every namespace, link, daemon and state (also after a crash)
-	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 site/cluster/cluster.py down
+cluster-down:     ## stop it and remove every namespace, link, daemon and state (also after a crash); KEEP_REGISTRY=1 keeps the registry's images
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 site/cluster/cluster.py down $(if $(KEEP_REGISTRY),--keep-registry)

@@ -75,7 +75,11 @@ if [ -n "$stacks" ]; then
     environs=(-p "$(environs_of "$stacks")")
 fi
 export TESTBED_RUN_ID="${TESTBED_RUN_ID:-cluster-$(date +%Y%m%d-%H%M%S)-$$}"
-trap '$cluster down >/dev/null 2>&1 || $cluster down' EXIT
+# The registry's images a person kept (make cluster-down KEEP_REGISTRY=1) stay kept: every up
+# and down here leaves a storage it found as it was, and removes one it made.
+[ -d "$(python3 -c 'from testbed_site.cluster import oci_registry; print(oci_registry.STORAGE)')" ] \
+    && keep=--keep-registry || keep=''
+trap '$cluster down $keep >/dev/null 2>&1 || $cluster down $keep' EXIT
 trap 'exit 130' INT TERM
 cd "$repo/reframe"
 mkdir -p reports
@@ -86,7 +90,7 @@ sendrecv='P2PMatrix.*%mode=Send-Recv/complete.*%size_range'
 run_profile() {
     local prof=$1 mtu=$2; shift 2
     echo "== emulated cluster: 2 nodes, link profile $prof, MTU $mtu"
-    $cluster down >/dev/null 2>&1
+    $cluster down $keep >/dev/null 2>&1
     $cluster up --nodes 2 --profile "$prof" --mtu "$mtu" || { rc=1; return; }
     local report="$repo/reframe/reports/cluster-$prof-mtu$mtu.json"
     # No retries, one job at a time: the nodes share this machine's cores.
@@ -109,7 +113,7 @@ run_profile() {
             -p "$(environs_of "$startup")" -n StartupTime -S StartupTime.np_list="$startup_np" \
             -S StartupTime.repeats="$startup_repeats" "${extra[@]}" --report-file "$startup_report" || rc=1
     fi
-    $cluster down || rc=1
+    $cluster down $keep || rc=1
 }
 startup_report=''
 with_fallback=$fallback with_startup=1 run_profile native 1500 "${matrix[@]}" -n "$sendrecv=quick" \

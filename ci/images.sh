@@ -8,7 +8,10 @@
 #   3. one image per stack, containers/<stack>/Containerfile: the project's own installer
 #      (install.py --image) installs the stack inside, as `make setup` does on the host;
 #   4. each image saved as an OCI archive in $TESTBED_OCI_DIR (the input of the Apptainer
-#      definitions: apptainer build x.sif containers/x/apptainer.def), and the sizes printed.
+#      definitions: apptainer build x.sif containers/x/apptainer.def), and the sizes printed;
+#   5. where the emulated cluster is up (make cluster-up starts its OCI registry), each image
+#      pushed there as mpi-testbed/<stack>:<hash of its inputs> and :current, unless the
+#      registry has that tag already (site/cluster/oci_registry.py).
 # Run as root. podman runs with runc and lowered ulimits: crun fails here on setrlimit and
 # cgroups, and the default nofile/nproc limits are above what this kernel grants.
 # A stack whose image fails is reported with its log; the others go on (exit 1 at the end).
@@ -79,6 +82,10 @@ ca=()
                                       --build-arg PIP_CERT=/run/host-ca.crt)
 status=0
 built=''
+registry=$(python3 site/cluster/oci_registry.py address) || registry=''
+[ -n "$registry" ] && ! command -v skopeo >/dev/null && {
+  echo "error: skopeo is missing (it pushes to the cluster's registry): make setup-images" >&2
+  exit 2; }
 printf '%-18s %8s %10s  %s\n' stack 'build s' 'size MB' 'OCI archive'
 for s in $stacks; do
   t0=$(date +%s)
@@ -92,6 +99,9 @@ for s in $stacks; do
     printf '%-18s %8d %10s  %s\n' "$s" $(( $(date +%s) - t0 )) \
         "$(awk -v b="$bytes" 'BEGIN { printf "%.0f", b / 1e6 }')" "$oci/$s.tar"
     built="$built $s"
+    if [ -n "$registry" ]; then
+      python3 site/cluster/oci_registry.py push "$s" "$oci/$s.tar" || status=1
+    fi
   else
     printf '%-18s FAILED: see %s\n' "$s" "$logs/$s.log"
     status=1
@@ -109,4 +119,5 @@ images.update({s: f'localhost/mpi-testbed-{s}' for s in stacks})
 json.dump({'images': images}, open(path, 'w'), indent=1)
 PY
 echo "images: $oci/images.json; run the p2p matrix inside them: make images-run"
+[ -n "$registry" ] || echo "not pushed: no OCI registry is up (the emulated cluster starts one: make cluster-up)"
 exit $status

@@ -36,7 +36,10 @@ PEER_DEBS = ['netpipe-mpich2', 'netpipe-openmpi', 'netpipe-lam',
 # for the namespaces and shaped links. The package's daemons are not started (no systemd here);
 # the cluster starts its own, with its own key and configuration. sudo: the fallback launcher's
 # agent (site/cluster/agent) enters another node's namespaces, which only root may.
-CLUSTER_DEBS = ['slurm-wlm', 'slurm-wlm-basic-plugins', 'munge', 'iproute2', 'sudo']
+# docker-registry: the cluster's OCI registry (site/cluster/oci_registry.py), where `make images`
+# pushes and the nodes pull; the machine-wide service its package enables is turned off.
+CLUSTER_DEBS = ['slurm-wlm', 'slurm-wlm-basic-plugins', 'munge', 'iproute2', 'sudo',
+                'docker-registry']
 # make report's check (reframe/unittests/test_report.py) renders the page in headless Chromium.
 REPORT_DEBS = ['chromium']
 HPL_SOURCE = 'src/hpcc'      # under the testbed home; apps/hpl/build.sh --src-dir
@@ -81,6 +84,20 @@ def apt_install(pkgs, logfile, updated):
         updated[0] = True
     return run(['apt-get', 'install', '-y', '--no-install-recommends', *missing], logfile,
                apt_env())
+
+
+def install_cluster_debs(logfile, updated):
+    """CLUSTER_DEBS; where this call installs docker-registry, the service its package enables
+    for the whole machine (port 5000) is stopped and disabled: the cluster starts its own."""
+    fresh_registry = not deb_installed('docker-registry')
+    ok, why = apt_install(CLUSTER_DEBS, logfile, updated)
+    if ok and fresh_registry:
+        if os.path.isdir('/run/systemd/system') and shutil.which('systemctl'):
+            run(['systemctl', 'disable', '--now', 'docker-registry.service'], logfile)
+        else:       # no systemd: policy-rc.d may have kept it from starting at all
+            run(['service', 'docker-registry', 'stop'], logfile)
+            run(['update-rc.d', 'docker-registry', 'disable'], logfile)
+    return ok, why
 
 
 def system_python():
@@ -308,7 +325,7 @@ def main(argv=None):
     steps = [
         ('base packages', lambda f: apt_install(BASE_DEBS, f, updated)),
         ('peer benchmarks', lambda f: apt_install(PEER_DEBS, f, updated)),
-        ('emulated cluster', lambda f: apt_install(CLUSTER_DEBS, f, updated)),
+        ('emulated cluster', lambda f: install_cluster_debs(f, updated)),
         ('report browser', lambda f: apt_install(REPORT_DEBS, f, updated)),
         ('ReFrame venv', lambda f: make_venv(str(home / 'reframe'), TOOL_PACKAGES, f)),
         ('testbed package', lambda f: install_testbed_package(str(home / 'reframe'),

@@ -22,6 +22,11 @@ pytestmark = pytest.mark.skipif(
     reason='needs root and the set-up (make setup) for namespaces and Slurm')
 
 
+#: the registry's storage for these tests, never the one a person may have kept
+REGISTRY_DIR = Path('/var/tmp/mpi-testbed-registry-unittest')
+os.environ['TESTBED_REGISTRY_DIR'] = str(REGISTRY_DIR)
+
+
 def cluster(*args, timeout=120):
     return subprocess.run(CLUSTER + list(args), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=timeout)
@@ -51,7 +56,7 @@ def nothing_left():
     links = subprocess.run(['ip', '-o', 'link'], stdout=subprocess.PIPE, text=True).stdout
     procs = subprocess.run(['ps', '-eo', 'args'], stdout=subprocess.PIPE, text=True).stdout
     return ('tbc-' not in netns and 'tbc-' not in links and not STATE.exists()
-            and '/run/mpi-testbed-cluster/' not in procs)
+            and '/run/mpi-testbed-cluster/' not in procs and not REGISTRY_DIR.exists())
 
 
 @pytest.fixture
@@ -244,3 +249,60 @@ def test_a_checkout_under_tmp_is_seen_on_every_node(clean):
     finally:
         cluster('down')
         shutil.rmtree(copy, ignore_errors=True)
+
+
+def registry(path, method='GET', data=None):
+    """(HTTP status, body) of the cluster's registry at `path` (from the host, on the bridge)."""
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(f'http://198.18.0.3:5000{path}', data=data, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_the_registry_keeps_its_images_across_down_and_up_only_when_asked(clean):
+    """Up starts the registry on the bridge as the package's account; a blob pushed to it
+    survives `down --keep-registry` and the next up; a plain down removes the storage; a killed
+    registry is named by status."""
+    r = cluster('up', '--nodes', '1')
+    assert r.returncode == 0, r.stderr
+    assert 'OCI registry tbreg 198.18.0.3:5000' in r.stdout
+    assert registry('/v2/') == (200, '{}')
+    assert REGISTRY_DIR.owner() == 'docker-registry'
+    # a blob, pushed as the OCI distribution API has it (a monolithic upload)
+    import hashlib
+    blob = b'mpi-testbed unittest blob'
+    digest = 'sha256:' + hashlib.sha256(blob).hexdigest()
+    import urllib.request
+    req = urllib.request.Request('http://198.18.0.3:5000/v2/unittest/blobs/uploads/',
+                                 method='POST')
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.status == 202
+        loc = resp.headers['Location']
+    if loc.startswith('/'):
+        loc = 'http://198.18.0.3:5000' + loc
+    sep = '&' if '?' in loc else '?'
+    put = urllib.request.Request(f'{loc}{sep}digest={digest}', data=blob, method='PUT',
+                                 headers={'Content-Type': 'application/octet-stream'})
+    with urllib.request.urlopen(put, timeout=5) as resp:
+        assert resp.status == 201
+    assert registry(f'/v2/unittest/blobs/{digest}', 'HEAD')[0] == 200
+    r = cluster('down', '--keep-registry')
+    assert r.returncode == 0 and 'kept (--keep-registry)' in r.stdout
+    assert REGISTRY_DIR.is_dir()
+    r = cluster('up', '--nodes', '1')
+    assert r.returncode == 0, r.stderr
+    assert registry(f'/v2/unittest/blobs/{digest}', 'HEAD')[0] == 200
+    # killed: status says so and fails; down still removes everything
+    pid = int(subprocess.run(['pgrep', '-f', '^docker-registry serve /run/mpi-testbed-cluster/'],
+                             stdout=subprocess.PIPE, text=True).stdout.split()[0])
+    os.kill(pid, signal.SIGKILL)
+    until(lambda: not alive(pid), 'the registry to die')
+    r = cluster('status')
+    assert r.returncode == 1 and 'the OCI registry does not answer' in r.stdout
+    r = cluster('down')
+    assert r.returncode == 0 and 'removed (keep it with KEEP_REGISTRY=1)' in r.stdout
+    assert not REGISTRY_DIR.exists()

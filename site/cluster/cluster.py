@@ -28,6 +28,9 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.request
+
+from testbed_site.cluster import oci_registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LINKS = os.path.join(HERE, 'links.toml')
@@ -40,6 +43,7 @@ BRIDGE = PREFIX + 'br0'
 SUBNET = '198.18.0'                  # RFC 2544 benchmarking range; /24 of it
 HOST_ADDR = f'{SUBNET}.1'
 CTL = {'name': 'tbctl', 'ns': PREFIX + 'ctl', 'veth': PREFIX + 'v0', 'addr': f'{SUBNET}.2'}
+REG = oci_registry.REGISTRY          # the OCI registry's member of the bridge (oci_registry.py)
 SLURM_PLUGINS = '/usr/lib/x86_64-linux-gnu/slurm-wlm'
 SUDOERS = os.environ.get('TESTBED_CLUSTER_SUDOERS', '/etc/sudoers.d/mpi-testbed-cluster')
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -139,7 +143,8 @@ def slurm_conf(nodes):
 
 
 def hosts_file(nodes):
-    lines = ['127.0.0.1 localhost', f'{HOST_ADDR} tbhost', f"{CTL['addr']} {CTL['name']}"]
+    lines = ['127.0.0.1 localhost', f'{HOST_ADDR} tbhost', f"{CTL['addr']} {CTL['name']}",
+             f"{REG['addr']} {REG['name']}"]
     lines += [f"{n['addr']} {n['name']}" for n in nodes]
     return '\n'.join(lines) + '\n'
 
@@ -272,6 +277,37 @@ def start_munge():
              f'{RUN}/log/munged.out')
 
 
+def start_registry():
+    """The OCI registry (oci_registry.py) in its own namespace, as the account Debian's package
+    made; its storage outside RUN survives `down --keep-registry`. Returns the state's entry."""
+    acct = pwd.getpwnam(oci_registry.ACCOUNT)
+    os.makedirs(oci_registry.STORAGE, mode=0o750, exist_ok=True)
+    os.chown(oci_registry.STORAGE, acct.pw_uid, acct.pw_gid)
+    conf = f'{RUN}/registry.yml'
+    with open(conf, 'w') as fh:
+        fh.write(oci_registry.config(RUN))
+    os.chmod(conf, 0o640)
+    os.chown(conf, 0, acct.pw_gid)
+    argv = ['nsenter', f"--net=/run/netns/{REG['ns']}", 'runuser', '-u', oci_registry.ACCOUNT,
+            '--', 'docker-registry', 'serve', conf]
+    log = f'{RUN}/log/registry.log'
+    with open(log, 'ab') as out:
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                         start_new_session=True)
+    url = f"http://{REG['addr']}:{oci_registry.PORT}/v2/"
+    wait_for(f'the OCI registry ({url})', lambda: registry_answers(url), 20, log)
+    return {'addr': REG['addr'], 'port': oci_registry.PORT, 'storage': oci_registry.STORAGE,
+            'log': log}
+
+
+def registry_answers(url):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
 def slurm_ready(nodes):
     r = subprocess.run(['sinfo', '-h', '-N', '-o', '%N %t'], stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL, text=True, env=daemon_env())
@@ -295,7 +331,7 @@ def up(n_nodes, profile_name, mtu):
         raise ClusterError(f'a cluster is already up or half-built ({STATE}; '
                            f'{", ".join(left) or "state file only"}): '
                            f'run `make cluster-down` first')
-    for tool in ('slurmctld', 'slurmd', 'munged', 'sinfo', 'tc'):
+    for tool in ('slurmctld', 'slurmd', 'munged', 'sinfo', 'tc', 'docker-registry'):
         if not shutil.which(tool):
             raise ClusterError(f'{tool} is not installed: run `make setup`')
     nodes = [node(i) for i in range(1, n_nodes + 1)]
@@ -323,6 +359,8 @@ def up(n_nodes, profile_name, mtu):
         sh('ip', 'addr', 'add', f'{HOST_ADDR}/24', 'dev', BRIDGE)
         sh('ip', 'link', 'set', BRIDGE, 'up')
         add_link(CTL, mtu)
+        add_link(REG, mtu)
+        registry = start_registry()
         shaping = {}
         for n in nodes:
             add_link(n, mtu)
@@ -341,17 +379,19 @@ def up(n_nodes, profile_name, mtu):
                  'link': {k: v for k, v in prof.items()}, 'applied': shaping,
                  'bucket_bytes': bucket_bytes(mtu) if prof.get('rate_mbit') else None,
                  'controller': CTL, 'bridge': BRIDGE, 'host_addr': HOST_ADDR,
-                 'slurm_conf': f'{RUN}/slurm.conf', 'started': time.time()}
+                 'slurm_conf': f'{RUN}/slurm.conf', 'registry': registry,
+                 'started': time.time()}
         with open(STATE, 'w') as fh:
             json.dump(state, fh, indent=1)
     except BaseException as e:
         kept = keep_logs()
         print(f'cluster up failed: {e}\ntaking down what was built; daemon logs kept in '
               f'{kept}', file=sys.stderr)
-        down(quiet=True)
+        down(quiet=True, keep_registry=True)   # images pushed before stay
         raise
     print(f"cluster up: {n_nodes} node(s) {', '.join(n['name'] for n in nodes)}, link profile "
-          f"{profile_name}, MTU {mtu}; SLURM_CONF={RUN}/slurm.conf")
+          f"{profile_name}, MTU {mtu}; SLURM_CONF={RUN}/slurm.conf; OCI registry "
+          f"{REG['name']} {REG['addr']}:{oci_registry.PORT} (storage {oci_registry.STORAGE})")
 
 
 def job_account():
@@ -429,13 +469,14 @@ def daemon_pids():
         except OSError:
             continue
         if RUN + '/' in cmd and any(d in cmd for d in ('slurmctld', 'slurmd', 'munged',
-                                                       'slurmstepd')):
+                                                       'slurmstepd', 'docker-registry')):
             pids.append(int(p))
     return pids
 
 
-def down(quiet=False):
-    """Remove everything this script makes, whatever state it is in; idempotent."""
+def down(quiet=False, keep_registry=False):
+    """Remove everything this script makes, whatever state it is in; idempotent. The registry's
+    storage (outside RUN) is removed too unless `keep_registry`."""
     had = leftovers() or os.path.exists(RUN)
     # Jobs first (their steps run under slurmstepd), then the daemons.
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -462,12 +503,19 @@ def down(quiet=False):
     if os.path.exists(SUDOERS):
         os.remove(SUDOERS)
     shutil.rmtree(RUN, ignore_errors=True)
+    kept = os.path.isdir(oci_registry.STORAGE)
+    if kept and not keep_registry:
+        shutil.rmtree(oci_registry.STORAGE, ignore_errors=True)
     left = leftovers()
     if left:
         raise ClusterError(f'cluster down left behind: {", ".join(left)}')
     if not quiet:
         print('cluster down: removed the namespaces, bridge, veths, daemons and '
               f'{RUN}' if had else 'cluster down: nothing was up')
+        if kept:
+            print(f'cluster down: the registry\'s storage {oci_registry.STORAGE} '
+                  + ('kept (--keep-registry): the next up serves its images' if keep_registry
+                     else 'removed (keep it with KEEP_REGISTRY=1)'))
 
 
 def status():
@@ -488,6 +536,10 @@ def status():
                                   ('slurmctld', f'{RUN}/slurmctld.pid')] +
             [(f"slurmd of {n['name']}", f"{RUN}/{n['name']}/slurmd.pid") for n in st['nodes']]
             if not alive(pidfile)]
+    reg = st['registry']
+    print(f"  registry {REG['name']} {reg['addr']}:{reg['port']}, storage {reg['storage']}")
+    if not registry_answers(f"http://{reg['addr']}:{reg['port']}/v2/"):
+        dead.append(f"the OCI registry does not answer (see {reg['log']})")
     for line in dead:
         print(f'  {line}')
     r = subprocess.run(['sinfo', '-N', '-o', '%N %t %c'], stdout=subprocess.PIPE,
@@ -530,7 +582,9 @@ def main(argv=None):
     u.add_argument('--profile', default='native', help='link profile of links.toml')
     u.add_argument('--mtu', default='1500', help='1500 or 9000')
     sub.add_parser('status', help='what is up')
-    sub.add_parser('down', help='remove everything, also after a crash')
+    d = sub.add_parser('down', help='remove everything, also after a crash')
+    d.add_argument('--keep-registry', action='store_true',
+                   help="keep the OCI registry's storage (its images) for the next up")
     e = sub.add_parser('exec', help='run a command inside a node')
     e.add_argument('node')
     e.add_argument('command', nargs=argparse.REMAINDER)
@@ -544,7 +598,7 @@ def main(argv=None):
                     raise ClusterError(f'{field}: {v!r} is not a whole number')
             up(int(a.nodes), a.profile, int(a.mtu))
         elif a.cmd == 'down':
-            down()
+            down(keep_registry=a.keep_registry)
         elif a.cmd == 'status':
             return status()
         elif a.cmd == 'exec':
