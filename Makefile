@@ -1,6 +1,6 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
 .PHONY: setup test run list references summary report clean slowdown compare spread sweep generate \
-        cluster-up cluster-status cluster-down setup-images images images-run pull-images fresh-machine \
+        cluster-up cluster-status cluster-down cluster-pull setup-images images images-run pull-images fresh-machine \
         site
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
@@ -60,7 +60,7 @@ slowdown:         ## prove the references bite: the p2p quick tests slowed by FA
 sweep:            ## version sweep: install SERIES (mpich|openmpi|stack list) of site/versions.toml, run ARGS, table
 	bash ci/sweep.sh "$(SERIES)" $(ARGS)
 
-setup-images:     ## install podman, runc, mmdebstrap, skopeo (Debian) for make images
+setup-images:     ## install podman, runc, mmdebstrap, skopeo, umoci, charliecloud-runtime (Debian) for make images and cluster-pull
 	bash ci/setup_images.sh
 
 images: setup-images  ## the OCI image of every stack (containers/), STACKS=a,b for some; sizes
@@ -71,6 +71,9 @@ fresh-machine: setup-images  ## the test command (or COMMAND="make run") from a 
 
 images-run:       ## p2p matrix (quick) on the host and inside each built image; container/host
 	bash ci/images_run.sh $(ARGS)
+
+cluster-pull:     ## every node of the emulated cluster pulls the stacks' images from its registry (STACKS=a,b); then --system testbed-cluster-images
+	bash ci/cluster_pull.sh
 
 pull-images:      ## on a cluster with Apptainer: pull every stack's image (REGISTRY_URL=oras://..., TAG)
 	sh ci/pull_images.sh

@@ -33,6 +33,8 @@ IMAGES_STATE = os.path.join(os.environ.get('TESTBED_OCI_DIR', '/var/tmp/mpi-test
                             'images.json')
 CLUSTER_STATE = os.path.join(os.environ.get('TESTBED_CLUSTER_DIR', '/run/mpi-testbed-cluster'),
                              'state.json')
+# written by ci/cluster_pull.sh (make cluster-pull): the images every node of the cluster has
+NODE_IMAGES_STATE = os.path.join(os.path.dirname(CLUSTER_STATE), 'node-images.json')
 
 
 #: knob values of the cluster partition: between nodes, MPI over TCP
@@ -96,6 +98,33 @@ def cluster_system():
         }],
     }
 
+def cluster_images_system():
+    """The emulated cluster with every rank inside its stack's image, as the system
+    'testbed-cluster-images' (select it with --system testbed-cluster-images): srun starts
+    each rank with ch-run in the node's own copy of the image, pulled from the cluster's
+    registry by `make cluster-pull` (its list: NODE_IMAGES_STATE). None until then."""
+    base = cluster_system()
+    try:
+        with open(NODE_IMAGES_STATE) as fh:
+            images = json.load(fh)['images']
+    except FileNotFoundError:
+        return None
+    if base is None:
+        return None
+    part = dict(base['partitions'][0])
+    part['descr'] = ('each rank in its stack\'s image (ch-run, the node\'s copy pulled from '
+                     'the cluster\'s registry); ' + part['descr'])
+    part['environs'] = [e for e in part['environs']
+                        if any(s.environ == e and s.name in images and s.srun_mpi
+                               for s in STACKS)]
+    part['extras'] = {**part['extras'], 'container_engine': 'charliecloud',
+                      'container_images': images}
+    return {**base, 'name': 'testbed-cluster-images',
+            'descr': base['descr'] + '; ranks inside the stacks\' images',
+            'hostnames': ['^testbed-cluster-images-never-matches-a-host$'],
+            'partitions': [part]}
+
+
 def container_system():
     """The stacks' OCI images (make images wrote their list) as the system
     'testbed-containers': the same local partition, every rank inside the stack's image
@@ -141,7 +170,8 @@ site_configuration = {
             'environs': [s.environ for s in STACKS],
             'processor': {'num_cpus': os.cpu_count()},
         }],
-    }] + [system for system in [cluster_system(), container_system()] if system],
+    }] + [system for system in [cluster_system(), cluster_images_system(), container_system()]
+          if system],
     'environments': [{
         'name': s.environ,
         'cc': s.compiler,

@@ -97,9 +97,15 @@ def shm_floor_8B_us(p2p_rows):
                  if r.get('transport') == 'shm' and r['size_bytes'] == 8), None)
 
 
+#: engines whose ranks srun starts inside the image, one by one (hybrid model): apptainer on a
+#: real cluster, charliecloud (ch-run) on the emulated one (site/cluster/node_images.py)
+PER_RANK_ENGINES = ('apptainer', 'charliecloud')
+
+
 def container_engine(partition):
-    """podman (make images, this machine: the whole launch inside one container) or
-    apptainer (a cluster: srun starts each rank inside the image, hybrid model)."""
+    """podman (make images, this machine: the whole launch inside one container), apptainer
+    (a cluster) or charliecloud (the emulated cluster): srun starts each rank inside the
+    image, hybrid model."""
     return partition.extras.get('container_engine', 'podman')
 
 

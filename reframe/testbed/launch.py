@@ -21,7 +21,7 @@ from reframe.core.exceptions import ReframeError
 from reframe.core.launchers import JobLauncher
 
 from testbed import registry
-from testbed.checks import APPS, container_engine, image_of, stack_of
+from testbed.checks import APPS, PER_RANK_ENGINES, container_engine, image_of, stack_of
 from testbed.hangs import HangGuard
 
 
@@ -196,6 +196,7 @@ def as_job_account(test, reg):
         account = pwd.getpwnam(reg.run_as)
         os.chown(test.stagedir, account.pw_uid, account.pw_gid)
         test.env_vars['HOME'] = account.pw_dir
+        test.env_vars['USER'] = reg.run_as      # sbatch --uid sets neither; ch-run needs it
 
 
 @register_launcher('testbed-stack', local=True)
@@ -264,7 +265,7 @@ class StackLaunch(HangGuard):
         self.inject_slowdown()
         launcher = self.current_partition.launcher_type.registered_name
         images = self.current_partition.extras.get('container_images')
-        if images and container_engine(self.current_partition) == 'apptainer':
+        if images and container_engine(self.current_partition) in PER_RANK_ENGINES:
             images = None     # each rank in the image: wrap_rank_in_image, after the test's hooks
         if launcher == 'local' and images:
             # the whole launch, daemons included, inside the stack's image
@@ -304,16 +305,28 @@ class StackLaunch(HangGuard):
 
     @run_before('run', always_last=True)
     def wrap_rank_in_image(self):
-        """Hybrid model (engine apptainer, a cluster's partition): the host's launcher (srun)
-        starts every rank as `apptainer exec IMAGE program`; last, once the test has set its
-        executable."""
+        """Hybrid model (a cluster's partition): the host's launcher (srun) starts every rank
+        inside the image, `apptainer exec IMAGE program` or, on the emulated cluster,
+        `ch-run -b /var/tmp:/var/tmp IMAGE -- program` (the node's own unpacked copy; /var/tmp,
+        which the emulated nodes share and where the programs are built on the host, bound at
+        its own path: ch-run binds only onto a folder the image has); last, once the test has
+        set its executable."""
         images = self.current_partition.extras.get('container_images')
-        if not images or container_engine(self.current_partition) != 'apptainer':
+        engine = container_engine(self.current_partition)
+        if not images or engine not in PER_RANK_ENGINES:
             return
         _, stack = stack_of(self)
-        self.executable_opts = ['exec', image_of(self, stack, images), self.executable,
-                                *self.executable_opts]
-        self.executable = 'apptainer'
+        image = image_of(self, stack, images)
+        if engine == 'apptainer':
+            self.executable_opts = ['exec', image, self.executable, *self.executable_opts]
+        else:
+            if not self.stagedir.startswith('/var/tmp/'):
+                raise ReframeError(f'{self.current_partition.fullname}: the stage '
+                                   f'{self.stagedir} is not under /var/tmp, which ch-run binds '
+                                   f'into the image: unset TESTBED_STAGEDIR')
+            self.executable_opts = ['-b', '/var/tmp:/var/tmp', image, '--', self.executable,
+                                    *self.executable_opts]
+        self.executable = engine if engine == 'apptainer' else 'ch-run'
 
     def in_container(self, reg, stack, images, argv, env):
         """The launch as a podman command (argv): the stack's launcher runs inside its

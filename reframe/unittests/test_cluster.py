@@ -25,6 +25,9 @@ pytestmark = pytest.mark.skipif(
 #: the registry's storage for these tests, never the one a person may have kept
 REGISTRY_DIR = Path('/var/tmp/mpi-testbed-registry-unittest')
 os.environ['TESTBED_REGISTRY_DIR'] = str(REGISTRY_DIR)
+#: the nodes' image storage for these tests (site/cluster/node_images.py)
+NODE_IMAGES = Path('/var/tmp/mpi-testbed-node-images-unittest')
+os.environ['TESTBED_NODE_IMAGES'] = str(NODE_IMAGES)
 
 
 def cluster(*args, timeout=120):
@@ -56,7 +59,8 @@ def nothing_left():
     links = subprocess.run(['ip', '-o', 'link'], stdout=subprocess.PIPE, text=True).stdout
     procs = subprocess.run(['ps', '-eo', 'args'], stdout=subprocess.PIPE, text=True).stdout
     return ('tbc-' not in netns and 'tbc-' not in links and not STATE.exists()
-            and '/run/mpi-testbed-cluster/' not in procs and not REGISTRY_DIR.exists())
+            and '/run/mpi-testbed-cluster/' not in procs and not REGISTRY_DIR.exists()
+            and not NODE_IMAGES.exists())
 
 
 @pytest.fixture
@@ -290,8 +294,25 @@ def test_the_registry_keeps_its_images_across_down_and_up_only_when_asked(clean)
     with urllib.request.urlopen(put, timeout=5) as resp:
         assert resp.status == 201
     assert registry(f'/v2/unittest/blobs/{digest}', 'HEAD')[0] == 200
+    # a node's image storage: the job account's, seen by the node at one path, and what the
+    # account put there (read-only folders as in an unpacked image) removed at down
+    account = json.loads(subprocess.run(
+        [sys.executable, '-c', 'import json; from testbed import registry; '
+         'print(json.dumps(registry.load().run_as))'], stdout=subprocess.PIPE,
+        text=True).stdout)
+    assert (NODE_IMAGES / 'node1').owner() == account
+    r = subprocess.run(CLUSTER + ['exec', 'node1', '--', 'setpriv', f'--reuid={account}',
+                                  f'--regid={account}', '--init-groups', 'sh', '-c',
+                                  f'mkdir -p {NODE_IMAGES}/this-node/x/usr && echo hi > '
+                                  f'{NODE_IMAGES}/this-node/x/usr/f && chmod 555 '
+                                  f'{NODE_IMAGES}/this-node/x/usr'],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert (NODE_IMAGES / 'node1' / 'x' / 'usr' / 'f').read_text() == 'hi\n'
+    assert not (NODE_IMAGES / 'this-node' / 'x').exists()      # the host sees the mount point
     r = cluster('down', '--keep-registry')
     assert r.returncode == 0 and 'kept (--keep-registry)' in r.stdout
+    assert not NODE_IMAGES.exists()
     assert REGISTRY_DIR.is_dir()
     r = cluster('up', '--nodes', '1')
     assert r.returncode == 0, r.stderr

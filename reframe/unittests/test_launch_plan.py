@@ -36,3 +36,29 @@ def test_srun_lines_come_from_one_function():
     assert srun_argv(stack, 4) == ['srun', '--mpi=pmix', '-n', '4']
     assert srun_argv(stack, '{np}', 2, overcommit=True) == \
         ['srun', '--mpi=pmix', '--overcommit', '-N', '2', '-n', '{np}']
+
+
+def test_on_the_emulated_cluster_srun_starts_each_rank_in_the_nodes_image(workdir):  # noqa: F811
+    """--system testbed-cluster-images (make cluster-pull wrote the list of images every node
+    has): srun with the stack's PMI starts ch-run, which runs the program in the node's copy,
+    /var/tmp (the stage) bound in, as the job account with USER set (ch-run refuses without)."""
+    import json
+    run = workdir / 'cluster'
+    run.mkdir()
+    # a configuration srun reads at once (ReFrame asks `srun --version`; a missing file is
+    # retried for 60 s)
+    (run / 'slurm.conf').write_text('ClusterName=x\nSlurmctldHost=x(127.0.0.1)\n')
+    (run / 'state.json').write_text(json.dumps({
+        'nodes': [{'name': 'node1'}, {'name': 'node2'}], 'profile': 'native', 'mtu': 1500,
+        'link': {}, 'bucket_bytes': None, 'slurm_conf': str(run / 'slurm.conf')}))
+    image = '/var/tmp/mpi-testbed-node-images/this-node/mpich-4.0/rootfs'
+    (run / 'node-images.json').write_text(json.dumps({'images': {'mpich-4.0': image}}))
+    reframe(workdir, '--dry-run', '--system', 'testbed-cluster-images',
+            '-n', 'P2PMatrix.*%mode=Send-Recv/complete.*%size_range=quick',
+            env={'TESTBED_CLUSTER_DIR': str(run)})
+    script = job_script(workdir, 'P2PMatrix')
+    lines = [line for line in script.splitlines() if 'ch-run' in line]
+    assert len(lines) == 1, script
+    assert lines[0].startswith(f'srun --mpi=pmi2 ch-run -b /var/tmp:/var/tmp {image} -- '), lines
+    assert '/p2p/p2p --pair Send-Recv' in lines[0]
+    assert 'export USER=' in script

@@ -30,7 +30,7 @@ import time
 import tomllib
 import urllib.request
 
-from testbed_site.cluster import oci_registry
+from testbed_site.cluster import node_images, oci_registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LINKS = os.path.join(HERE, 'links.toml')
@@ -209,8 +209,12 @@ def node_setup(hostname):
     shared = repo_under_tmp()
     keep = f' && mount --bind {shlex.quote(REPO)} {shlex.quote(tmp + "/" + shared)}' \
         if shared else ''
+    # the node's own image storage at the path every node names (node_images.py)
+    images = (f' && mount --bind {shlex.quote(node_images.STORE + "/" + hostname)} '
+              f'{shlex.quote(node_images.THIS_NODE)}')
     return (f'hostname {hostname} && mount --bind {RUN}/hosts /etc/hosts{keep}'
-            f' && mount --rbind {tmp} /tmp && mount -t tmpfs -o mode=1777,size=4g tmpfs /dev/shm')
+            f' && mount --rbind {tmp} /tmp && mount -t tmpfs -o mode=1777,size=4g tmpfs /dev/shm'
+            f'{images}')
 
 
 def repo_under_tmp():
@@ -344,6 +348,7 @@ def up(n_nodes, profile_name, mtu):
         os.chown(f'{RUN}/log', 0, slurm.pw_gid)
         os.chmod(f'{RUN}/log', 0o775)        # slurmctld (user slurm) writes its log here
         shared = repo_under_tmp()
+        make_node_stores([CTL] + nodes)
         for member in [CTL] + nodes:
             name = member['name']
             os.makedirs(f'{RUN}/{name}', mode=0o755)
@@ -392,6 +397,39 @@ def up(n_nodes, profile_name, mtu):
     print(f"cluster up: {n_nodes} node(s) {', '.join(n['name'] for n in nodes)}, link profile "
           f"{profile_name}, MTU {mtu}; SLURM_CONF={RUN}/slurm.conf; OCI registry "
           f"{REG['name']} {REG['addr']}:{oci_registry.PORT} (storage {oci_registry.STORAGE})")
+
+
+def make_node_stores(members):
+    """Each member's image storage (node_images.py), the job account's, and the mount point
+    where a node sees its own."""
+    acct = pwd.getpwnam(job_account())
+    os.makedirs(node_images.THIS_NODE, mode=0o755, exist_ok=True)
+    for m in members:
+        path = os.path.join(node_images.STORE, m['name'])
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        os.chown(path, acct.pw_uid, acct.pw_gid)
+
+
+def remove_node_stores():
+    """The nodes' images: their contents removed by the job account that pulled them (root
+    never acts inside what the account made), then the folders root made."""
+    store = node_images.STORE
+    if not os.path.isdir(store):
+        return
+    account = job_account()
+    for name in os.listdir(store):
+        path = os.path.join(store, name)
+        if name != 'this-node' and os.path.isdir(path):
+            sh('setpriv', f'--reuid={account}', f'--regid={account}', '--init-groups', 'sh',
+               '-c', 'cd "$1" && chmod -R u+w . && find . -mindepth 1 -delete', 'sh', path,
+               check=False)
+    for name in os.listdir(store):
+        try:
+            os.rmdir(os.path.join(store, name))
+        except OSError as err:
+            raise ClusterError(f'{os.path.join(store, name)}: not removed ({err.strerror}): '
+                               f'the job account\'s files are left in it')
+    os.rmdir(store)
 
 
 def job_account():
@@ -503,6 +541,7 @@ def down(quiet=False, keep_registry=False):
     if os.path.exists(SUDOERS):
         os.remove(SUDOERS)
     shutil.rmtree(RUN, ignore_errors=True)
+    remove_node_stores()
     kept = os.path.isdir(oci_registry.STORAGE)
     if kept and not keep_registry:
         shutil.rmtree(oci_registry.STORAGE, ignore_errors=True)
