@@ -24,9 +24,13 @@ try:
     stacks = reg.select(chosen or None, source='STACKS')
 except registry.RegistryError as err:
     sys.exit(f'error: {err}')
-with urllib.request.urlopen(f'http://{where}/v2/_catalog', timeout=10) as r:
-    pushed = {name.split('/', 1)[1] for name in json.load(r)['repositories']
-              if name.startswith('mpi-testbed/')}
+try:
+    with urllib.request.urlopen(f'http://{where}/v2/_catalog', timeout=10) as r:
+        pushed = {name.split('/', 1)[1] for name in json.load(r)['repositories']
+                  if name.startswith('mpi-testbed/')}
+except (OSError, ValueError, KeyError) as err:
+    sys.exit(f'error: the registry {where} does not answer its catalog ({err}): '
+             f'make cluster-status says why')
 missing = [s.name for s in stacks if chosen and s.name not in pushed]
 if missing:
     sys.exit(f'error: the registry {where} has no image of {", ".join(missing)} '
@@ -44,7 +48,7 @@ setpriv --reuid="$account" --regid="$account" --init-groups \
   srun -N"$nodes" --ntasks-per-node=1 --time=30 --chdir=/tmp \
   python3 "$repo/site/cluster/node_images.py" pull $stacks > "$out" 2> "$out.err"
 rc=$?
-python3 - "$out" "$run/node-images.json" "$nodes" "$repo/site/cluster" <<'PY'
+python3 - "$out" "$run/node-images.json" "$nodes" "$repo/site/cluster" "$stacks" <<'PY'
 import json, sys
 sys.path.insert(0, sys.argv[4])
 import node_images
@@ -55,14 +59,27 @@ for r in sorted(recs, key=lambda r: (r['stack'], r['node'])):
     result = r.get('error') or ('unpacked' if r.get('unpacked') else
                                 'same manifest as before: not unpacked again')
     print(f"{r['node']:8} {r['stack']:18} {r['pull_s']:8.1f} {r.get('unpack_s', 0):9.1f}  {result}")
-ok = {}
-for stack in sorted({r['stack'] for r in recs}):
+# the stacks of earlier pulls in this cluster's life stay as they were
+try:
+    before = json.load(open(sys.argv[2]))
+except (OSError, ValueError):
+    before = {}
+ok, failed = before.get('images', {}), before.get('failed', {})
+for stack in sys.argv[5].split():
+    ok.pop(stack, None)
+    failed.pop(stack, None)
     mine = [r for r in recs if r['stack'] == stack]
-    if len(mine) == nodes and not any('error' in r for r in mine):
+    errors = [f"{r['node']}: {r['error']}" for r in mine if 'error' in r]
+    if len(mine) == nodes and not errors:
         ok[stack] = node_images.rootfs(stack)
-json.dump({'images': ok}, open(sys.argv[2], 'w'), indent=1)
-print(f'every node has: {", ".join(ok) or "none"} (written to {sys.argv[2]}; '
+    else:
+        failed[stack] = '; '.join(errors) or f'{len(mine)} of {nodes} nodes reported a pull'
+# a stack that failed keeps its cases on the images' system: they fail with the cause
+json.dump({'images': ok, 'failed': failed}, open(sys.argv[2], 'w'), indent=1)
+print(f'every node has: {", ".join(sorted(ok)) or "none"} (written to {sys.argv[2]}; '
       f'run them: --system testbed-cluster-images)')
+for stack, why in failed.items():
+    print(f'not on every node: {stack}: {why}')
 PY
 [ -s "$out.err" ] && sed 's/^/  srun: /' "$out.err" | tail -5
 echo "== the registry's log: requests per node (successful GETs)"

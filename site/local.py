@@ -106,19 +106,21 @@ def cluster_images_system():
     base = cluster_system()
     try:
         with open(NODE_IMAGES_STATE) as fh:
-            images = json.load(fh)['images']
+            state = json.load(fh)
     except FileNotFoundError:
         return None
+    images, failed = state['images'], state.get('failed', {})
     if base is None:
         return None
     part = dict(base['partitions'][0])
     part['descr'] = ('each rank in its stack\'s image (ch-run, the node\'s copy pulled from '
                      'the cluster\'s registry); ' + part['descr'])
+    # a stack whose pull failed stays, so that its cases fail naming the cause (image_of)
     part['environs'] = [e for e in part['environs']
-                        if any(s.environ == e and s.name in images and s.srun_mpi
-                               for s in STACKS)]
+                        if any(s.environ == e and (s.name in images or s.name in failed)
+                               and s.srun_mpi for s in STACKS)]
     part['extras'] = {**part['extras'], 'container_engine': 'charliecloud',
-                      'container_images': images}
+                      'container_images': images, 'image_failures': failed}
     return {**base, 'name': 'testbed-cluster-images',
             'descr': base['descr'] + '; ranks inside the stacks\' images',
             'hostnames': ['^testbed-cluster-images-never-matches-a-host$'],

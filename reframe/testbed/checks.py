@@ -110,10 +110,15 @@ def container_engine(partition):
 
 
 def image_of(test, stack, images):
-    """The image of `stack` on the test's partition (extras container_images)."""
+    """The image of `stack` on the test's partition (extras container_images); where its pull
+    failed (extras image_failures, make cluster-pull), why."""
     try:
         return images[stack.name]
     except KeyError:
+        why = test.current_partition.extras.get('image_failures', {}).get(stack.name)
+        if why:
+            raise ReframeError(f'{test.current_partition.fullname}: no image of {stack.name} on '
+                               f'every node: {why}') from None
         raise ReframeError(f'{test.current_partition.fullname}: extras.container_images has no '
                            f'image for {stack.name} (make images, or the site\'s pull)') from None
 

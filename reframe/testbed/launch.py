@@ -313,8 +313,8 @@ class StackLaunch(HangGuard):
         set its executable."""
         images = self.current_partition.extras.get('container_images')
         engine = container_engine(self.current_partition)
-        if not images or engine not in PER_RANK_ENGINES:
-            return
+        if images is None or engine not in PER_RANK_ENGINES:
+            return      # (an empty list still wraps: image_of says why the stack has none)
         _, stack = stack_of(self)
         image = image_of(self, stack, images)
         if engine == 'apptainer':

@@ -52,10 +52,17 @@ def test_on_the_emulated_cluster_srun_starts_each_rank_in_the_nodes_image(workdi
         'nodes': [{'name': 'node1'}, {'name': 'node2'}], 'profile': 'native', 'mtu': 1500,
         'link': {}, 'bucket_bytes': None, 'slurm_conf': str(run / 'slurm.conf')}))
     image = '/var/tmp/mpi-testbed-node-images/this-node/mpich-4.0/rootfs'
-    (run / 'node-images.json').write_text(json.dumps({'images': {'mpich-4.0': image}}))
-    reframe(workdir, '--dry-run', '--system', 'testbed-cluster-images',
-            '-n', 'P2PMatrix.*%mode=Send-Recv/complete.*%size_range=quick',
-            env={'TESTBED_CLUSTER_DIR': str(run)})
+    why = ('node2: pull of tbreg:5000/mpi-testbed/openmpi-4.1:current failed: manifest '
+           'unknown')
+    (run / 'node-images.json').write_text(json.dumps({'images': {'mpich-4.0': image},
+                                                      'failed': {'openmpi-4.1': why}}))
+    _, cases = reframe(workdir, '--dry-run', '--system', 'testbed-cluster-images',
+                       '-n', 'P2PMatrix.*%mode=Send-Recv/complete.*%size_range=quick',
+                       '-p', '^(mpich-4_0|openmpi-4_1)$', env={'TESTBED_CLUSTER_DIR': str(run)})
+    # the stack whose pull failed: its case fails, naming the image and the cause
+    failed = cases[('P2PMatrix', 'openmpi-4_1')]
+    assert failed['result'] == 'fail' and f'no image of openmpi-4.1 on every node: {why}' in \
+        failed['fail_reason'], failed['fail_reason']
     script = job_script(workdir, 'P2PMatrix')
     lines = [line for line in script.splitlines() if 'ch-run' in line]
     assert len(lines) == 1, script

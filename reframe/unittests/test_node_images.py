@@ -35,17 +35,22 @@ def test_a_tool_failure_is_one_line():
     assert ni.cause(SimpleNamespace(returncode=3, stderr='')) == 'exit 3'
 
 
-def fake_tools(monkeypatch, store, pull_rc=0, unpack_rc=0, digest='sha256:11'):
+def fake_tools(monkeypatch, store, pull_rc=0, unpack_rc=0, digest='sha256:11', label=None):
     calls = []
 
     def run(argv):
         calls.append(argv[0])
         if argv[0] == 'skopeo':
-            layout = argv[-1].split(':')[1]
-            os.makedirs(layout, exist_ok=True)
+            layout, ref = argv[-1].split(':')[1:]
+            os.makedirs(os.path.join(layout, 'blobs', 'sha256'), exist_ok=True)
             with open(os.path.join(layout, 'index.json'), 'w') as fh:
                 json.dump({'manifests': [{'digest': digest, 'annotations': {
-                    'org.opencontainers.image.ref.name': argv[-1].rsplit(':', 1)[1]}}]}, fh)
+                    'org.opencontainers.image.ref.name': ref}}]}, fh)
+            blobs = {digest: {'config': {'digest': 'sha256:c0'}},
+                     'sha256:c0': {'config': {'Labels': {'mpi-testbed.stack': label or ref}}}}
+            for d, content in blobs.items():
+                with open(os.path.join(layout, 'blobs', 'sha256', d.split(':')[1]), 'w') as fh:
+                    json.dump(content, fh)
             return SimpleNamespace(returncode=pull_rc, stderr='msg="pinging container '
                                    'registry tbreg:5000: connection refused"')
         os.makedirs(os.path.join(argv[-1], 'rootfs', 'usr'), exist_ok=True)
@@ -84,3 +89,12 @@ def test_a_failed_pull_or_unpack_names_the_image_and_the_cause(tmp_path, monkeyp
 
 def test_the_rootfs_is_one_path_on_every_node():
     assert ni.rootfs('mpich-4.0') == os.path.join(ni.STORE, 'this-node', 'mpich-4.0', 'rootfs')
+
+
+def test_an_image_of_another_stack_is_refused_before_it_is_unpacked(tmp_path, monkeypatch):
+    calls = fake_tools(monkeypatch, tmp_path, label='openmpi-4.1')
+    rec = ni.pull('mpich-4.0', store=str(tmp_path))
+    assert rec['error'] == ("tbreg:5000/mpi-testbed/mpich-4.0:current (sha256:11) holds stack "
+                            "'openmpi-4.1', not 'mpich-4.0' (its label mpi-testbed.stack): push "
+                            "the right image (make images STACKS=mpich-4.0)")
+    assert calls == ['skopeo']

@@ -30,8 +30,8 @@ def test_the_tag_changes_with_the_inputs_and_only_with_them(repo):
     first = reg.tag('mpich-4.0')
     assert first.startswith('in-') and len(first) == 19 and reg.tag('mpich-4.0') == first
     (repo / 'docs' / 'x.md').write_text('another page')        # not an input
-    (repo / 'reframe' / 'testbed' / '__pycache__').mkdir(exist_ok=True)
-    (repo / 'reframe' / 'testbed' / '__pycache__' / 'x.pyc').write_bytes(b'\0')
+    assert reg.tag('mpich-4.0') == first
+    (repo / 'reframe' / 'testbed' / 'launch.py').write_text('# not what the image installs')
     assert reg.tag('mpich-4.0') == first
     for path in ('containers/mpich-4.0/Containerfile', 'site/stacks.toml',
                  'reframe/testbed/install.py', 'containers/base/Containerfile'):
@@ -92,8 +92,11 @@ def test_a_push_of_new_inputs_copies_both_tags(repo, monkeypatch):
 def test_an_image_the_registry_has_is_not_pushed_again(repo, monkeypatch):
     calls = fake_skopeo(monkeypatch, have=True)
     assert reg.push('mpich-4.0', '/x/a.tar').endswith('is in the registry already (same '
-                                                      'inputs): not pushed')
-    assert [c[0] for c in calls] == ['inspect']
+                                                      'inputs): not pushed; :current names it')
+    # :current moved back to it from the registry's own copy: no archive read, no layer sent
+    assert [c[0] for c in calls] == ['inspect', 'copy']
+    assert calls[1][-2:] == (f"docker://198.18.0.3:5000/mpi-testbed/mpich-4.0:{reg.tag('mpich-4.0')}",
+                             'docker://198.18.0.3:5000/mpi-testbed/mpich-4.0:current')
 
 
 def test_a_refused_push_names_the_archive_the_image_and_the_cause(repo, monkeypatch):
@@ -111,3 +114,13 @@ def test_no_cluster_no_push(repo, monkeypatch):
         reg.push('mpich-4.0', '/x/a.tar')
     assert reg.main(['push', 'mpich-4.0', '/x/a.tar']) == 1
     assert reg.main(['bogus']) == 2
+
+
+def test_the_files_a_stack_entry_names_are_inputs(repo):
+    """lam-7.1's entry names an extra source (apps/common/lam_iovec_fix.c): an input of its
+    image, not of mpich-4.0's."""
+    for path in ('containers/lam-7.1/Containerfile', 'apps/common/lam_iovec_fix.c'):
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / path, repo / path)
+    assert repo / 'apps/common/lam_iovec_fix.c' in reg.inputs('lam-7.1')
+    assert repo / 'apps/common/lam_iovec_fix.c' not in reg.inputs('mpich-4.0')

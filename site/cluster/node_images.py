@@ -57,6 +57,19 @@ def manifest_digest(layout, ref):
     return None
 
 
+def blob(layout, digest):
+    algo, hexa = digest.split(':', 1)
+    with open(os.path.join(layout, 'blobs', algo, hexa)) as fh:
+        return json.load(fh)
+
+
+def labelled_stack(layout, digest):
+    """The stack the image says it holds: the label mpi-testbed.stack of its configuration
+    (containers/<stack>/Containerfile sets it), None where it has none."""
+    config = blob(layout, blob(layout, digest)['config']['digest'])
+    return (config.get('config', {}).get('Labels') or {}).get('mpi-testbed.stack')
+
+
 def pull(stack, store=THIS_NODE, registry=REGISTRY):
     """Pull and unpack one stack's image on this node; a dict for the JSON line."""
     rec = {'node': socket.gethostname(), 'stack': stack,
@@ -71,6 +84,11 @@ def pull(stack, store=THIS_NODE, registry=REGISTRY):
         return {**rec, 'error': f'pull of {rec["image"]} failed: {cause(r)}'}
     digest = manifest_digest(layout, stack)
     rec['digest'] = digest
+    holds = labelled_stack(layout, digest)
+    if holds != stack:
+        return {**rec, 'error': f'{rec["image"]} ({digest}) holds stack {holds!r}, not '
+                                f'{stack!r} (its label mpi-testbed.stack): push the right '
+                                f'image (make images STACKS={stack})'}
     bundle = os.path.join(store, stack)
     stamp = os.path.join(bundle, 'unpacked-from')
     try:

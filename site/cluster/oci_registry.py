@@ -25,10 +25,12 @@ REGISTRY = {'name': 'tbreg', 'ns': 'tbc-reg', 'veth': 'tbc-vr', 'addr': '198.18.
 PORT = 5000
 ACCOUNT = 'docker-registry'          # made by the Debian package
 STORAGE = os.environ.get('TESTBED_REGISTRY_DIR', '/var/lib/mpi-testbed-registry')
-#: what a stack's image is made from, besides its own Containerfile: the base image's
-#: Containerfile, the registry of stacks and the installer that reads it (install.py --image)
+#: what every stack's image is made from, besides its own Containerfile and the files its
+#: registry entry names (patches, extra sources: inputs()): the base image's Containerfile,
+#: the registry of stacks and the installer that reads it (install.py --image, its modules)
 INPUTS = ['containers/base/Containerfile', 'site/stacks.toml', 'site/versions.toml',
-          'reframe/testbed']
+          'reframe/testbed/install.py', 'reframe/testbed/origins.py',
+          'reframe/testbed/registry.py', 'apps/hpl/fetch-source.sh']
 
 
 class RegistryError(Exception):
@@ -66,14 +68,29 @@ def _files(path):
     return sorted(f for f in p.rglob('*') if f.is_file() and '__pycache__' not in f.parts)
 
 
-def tag(stack):
-    """A hash of the image's inputs (INPUTS and its own Containerfile): an image built from the
-    same inputs gets the same tag, so a push of it can be skipped."""
+def inputs(stack):
+    """The files `stack`'s image is made from: INPUTS, its Containerfile, and the patches and
+    extra sources its registry entry names (a source build applies and compiles them)."""
     own = REPO / 'containers' / stack / 'Containerfile'
     if not own.is_file():
         raise RegistryError(f'{own}: no Containerfile for stack {stack!r} (make generate)')
+    paths = list(INPUTS)
+    from testbed import registry
+    try:
+        entry = registry.load(REPO / 'site' / 'stacks.toml').stacks.get(stack)
+    except registry.RegistryError as err:      # it names the file and the field
+        raise RegistryError(str(err)) from None
+    if entry is not None:
+        paths += list(getattr(entry, 'patches', ()) or ())
+        paths += [f'apps/{p}' for p in getattr(entry, 'extra_sources', ()) or ()]
+    return [own] + [f for p in paths for f in _files(p)]
+
+
+def tag(stack):
+    """A hash of the image's inputs (inputs()): an image built from the same inputs gets the
+    same tag, so a push of it can be skipped."""
     h = hashlib.sha256()
-    for path in [own] + [f for p in INPUTS for f in _files(p)]:
+    for path in inputs(stack):
         h.update(str(path.relative_to(REPO)).encode() + b'\0' + path.read_bytes() + b'\0')
     return 'in-' + h.hexdigest()[:16]
 
@@ -87,6 +104,10 @@ def skopeo(*argv):
                           text=True, timeout=1800)
 
 
+def _cause(r):
+    return (r.stderr.strip().splitlines() or [f'skopeo exited {r.returncode}'])[-1]
+
+
 def push(stack, archive):
     """Push `archive` (podman save --format oci-archive) as STACK's image, tagged by its inputs
     and as `current`; skipped when the registry has the input tag already. Returns a line."""
@@ -96,14 +117,20 @@ def push(stack, archive):
     want = tag(stack)
     ref = reference(stack, want, where)
     if skopeo('inspect', '--tls-verify=false', '--raw', f'docker://{ref}').returncode == 0:
-        return f'{stack}: {ref} is in the registry already (same inputs): not pushed'
+        # :current follows it (it may name another push since): a manifest, no layer, moves
+        r = skopeo('copy', '--quiet', '--src-tls-verify=false', '--dest-tls-verify=false',
+                   f'docker://{ref}', f'docker://{reference(stack, "current", where)}')
+        if r.returncode:
+            raise RegistryError(f'{stack}: {reference(stack, "current", where)} could not be '
+                                f'set to {ref}: {_cause(r)}')
+        return (f'{stack}: {ref} is in the registry already (same inputs): not pushed; '
+                f':current names it')
     for t in (want, 'current'):
         r = skopeo('copy', '--quiet', '--dest-tls-verify=false', f'oci-archive:{archive}',
                    f'docker://{reference(stack, t, where)}')
         if r.returncode:
-            cause = (r.stderr.strip().splitlines() or [f'skopeo exited {r.returncode}'])[-1]
             raise RegistryError(f'{stack}: push of {archive} to {reference(stack, t, where)} '
-                                f'failed: {cause}')
+                                f'failed: {_cause(r)}')
     return f'{stack}: pushed {ref} (and :current)'
 
 
