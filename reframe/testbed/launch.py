@@ -122,6 +122,28 @@ def extra_launch(test, ntasks, over_the_nodes=False, env=None):
     return own + fallback_launch(test, reg, stack, ntasks)
 
 
+def rank_in_image(test):
+    """The words before a rank's program that run it inside its stack's image, on a partition
+    whose ranks srun starts one by one in the image (hybrid model): `apptainer exec IMAGE` on a
+    real cluster, `ch-run -b /var/tmp:/var/tmp IMAGE --` on the emulated one (the node's own
+    unpacked copy; /var/tmp, which the emulated nodes share and where the programs are built
+    on the host, bound at its own path: ch-run binds only onto a folder the image has). []
+    elsewhere."""
+    images = test.current_partition.extras.get('container_images')
+    engine = container_engine(test.current_partition)
+    if images is None or engine not in PER_RANK_ENGINES:
+        return []       # (an empty list still wraps: image_of says why the stack has none)
+    _, stack = stack_of(test)
+    image = image_of(test, stack, images)
+    if engine == 'apptainer':
+        return ['apptainer', 'exec', image]
+    if not test.stagedir.startswith('/var/tmp/'):
+        raise ReframeError(f'{test.current_partition.fullname}: the stage {test.stagedir} is '
+                           f'not under /var/tmp, which ch-run binds into the image: unset '
+                           f'TESTBED_STAGEDIR')
+    return ['ch-run', '-b', '/var/tmp:/var/tmp', image, '--']
+
+
 def srun_argv(stack, ntasks, nodes=None, overcommit=False):
     """srun starting `ntasks` ranks of the stack with its PMI, inside a job: on `nodes` of the
     job's nodes (all of them when None); `overcommit` lets more ranks than cores start."""
@@ -306,27 +328,11 @@ class StackLaunch(HangGuard):
     @run_before('run', always_last=True)
     def wrap_rank_in_image(self):
         """Hybrid model (a cluster's partition): the host's launcher (srun) starts every rank
-        inside the image, `apptainer exec IMAGE program` or, on the emulated cluster,
-        `ch-run -b /var/tmp:/var/tmp IMAGE -- program` (the node's own unpacked copy; /var/tmp,
-        which the emulated nodes share and where the programs are built on the host, bound at
-        its own path: ch-run binds only onto a folder the image has); last, once the test has
-        set its executable."""
-        images = self.current_partition.extras.get('container_images')
-        engine = container_engine(self.current_partition)
-        if images is None or engine not in PER_RANK_ENGINES:
-            return      # (an empty list still wraps: image_of says why the stack has none)
-        _, stack = stack_of(self)
-        image = image_of(self, stack, images)
-        if engine == 'apptainer':
-            self.executable_opts = ['exec', image, self.executable, *self.executable_opts]
-        else:
-            if not self.stagedir.startswith('/var/tmp/'):
-                raise ReframeError(f'{self.current_partition.fullname}: the stage '
-                                   f'{self.stagedir} is not under /var/tmp, which ch-run binds '
-                                   f'into the image: unset TESTBED_STAGEDIR')
-            self.executable_opts = ['-b', '/var/tmp:/var/tmp', image, '--', self.executable,
-                                    *self.executable_opts]
-        self.executable = engine if engine == 'apptainer' else 'ch-run'
+        inside the image (rank_in_image); last, once the test has set its executable."""
+        words = rank_in_image(self)
+        if words:
+            self.executable_opts = [*words[1:], self.executable, *self.executable_opts]
+            self.executable = words[0]
 
     def in_container(self, reg, stack, images, argv, env):
         """The launch as a podman command (argv): the stack's launcher runs inside its
