@@ -303,9 +303,6 @@ def containerfile(stack):
         'sys.exit(0 if s["ok"] else "install failed: " + s["reason"])\'',
         '',
     ]
-    if stack.origin == 'spack':
-        lines.insert(-1, f'# LEFT: origin spack is not installed by install.py; this image needs '
-                         f'Spack and spack-envs/{stack.name} instead.')
     return '\n'.join(lines)
 
 
@@ -351,13 +348,26 @@ def load(path=None):
             os.environ['TESTBED_PREFIX'] = saved
 
 
+#: the origins the project's installer can put into an image (install.py --image); a stack a
+#: site installed under a prefix, or builds with Spack, gets no image (no_image)
+IMAGED_ORIGINS = ('debian', 'pypi', 'source')
+
+
+def no_image(reg):
+    """One line for each stack that gets no image, saying why."""
+    return [f'no image for {s.name}: origin {s.origin} is not installed by install.py inside '
+            f'an image (only {", ".join(IMAGED_ORIGINS)}); on a cluster its ranks run on the '
+            f'host\'s own build' for s in reg.stacks.values() if s.origin not in IMAGED_ORIGINS]
+
+
 def expected(reg):
     """Every generated file: path relative to the repository -> content."""
     files = {'containers/base/Containerfile': base_containerfile()}
     for stack in reg.stacks.values():
         files[f'spack-envs/{stack.name}/spack.yaml'] = spack_yaml(reg, stack)
-        files[f'containers/{stack.name}/Containerfile'] = containerfile(stack)
-        files[f'containers/{stack.name}/apptainer.def'] = apptainer_def(stack)
+        if stack.origin in IMAGED_ORIGINS:
+            files[f'containers/{stack.name}/Containerfile'] = containerfile(stack)
+            files[f'containers/{stack.name}/apptainer.def'] = apptainer_def(stack)
     return files
 
 
@@ -382,6 +392,10 @@ def problems(reg, root, files=None):
             if sub.is_dir() and sub.name not in keep and sub.name not in reg.stacks:
                 found.append(f'orphan: {top}/{sub.name}/ (no stack {sub.name!r} in {regfile}; '
                              'remove the folder)')
+            elif sub.is_dir() and top == 'containers' and sub.name in reg.stacks and \
+                    reg.stacks[sub.name].origin not in IMAGED_ORIGINS:
+                found.append(f'orphan: {top}/{sub.name}/ (origin '
+                             f'{reg.stacks[sub.name].origin} gets no image; remove the folder)')
     return found
 
 
@@ -406,6 +420,8 @@ def main(argv=None):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
                 print(f'wrote {rel}')
+    for line in no_image(reg):
+        print(line)
     found = problems(reg, root, files)
     for message in found:
         print(message, file=sys.stderr)

@@ -156,3 +156,29 @@ def test_missing_apps_recipe_is_reported(tmp_path):
     assert out.returncode == 1
     assert out.stderr.splitlines() == [
         f'missing: {APPS_RECIPE} (every environment needs it; written by hand)']
+
+
+def test_a_prefix_stack_gets_no_image_and_says_so(tmp_path):
+    """A stack a site installed under a prefix: its Spack environment (the prefix as an
+    external) but no Containerfile that would fail when built; one line says why, and a
+    folder left in containers/ for it is an orphan."""
+    added = '''
+[stacks."site-mpich"]
+family = "mpich"
+origin = "prefix"
+prefix = "/opt/site-mpich"
+cc = "{prefix}/bin/mpicc"
+launcher = ["{prefix}/bin/mpiexec", "-n", "{ntasks}"]
+'''
+    copy, root = registry_copy(tmp_path, lambda text: text + added)
+    out = generate('--registry', str(copy), '--root', str(root))
+    assert out.returncode == 0, out.stderr
+    assert 'no image for site-mpich: origin prefix is not installed by install.py inside an ' \
+        'image (only debian, pypi, source)' in out.stdout
+    assert (root / 'spack-envs/site-mpich/spack.yaml').is_file()
+    assert not (root / 'containers/site-mpich').exists()
+    (root / 'containers/site-mpich').mkdir()
+    out = generate('--check', '--registry', str(copy), '--root', str(root))
+    assert out.returncode == 1
+    assert 'orphan: containers/site-mpich/ (origin prefix gets no image; remove the folder)' \
+        in out.stderr
