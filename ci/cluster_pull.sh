@@ -46,12 +46,11 @@ echo "== pulling on $nodes node(s) from $where: $stacks"
 setpriv --reuid="$account" --regid="$account" --init-groups \
   env SLURM_CONF="$run/slurm.conf" HOME=/tmp USER="$account" \
   srun -N"$nodes" --ntasks-per-node=1 --time=30 --chdir=/tmp \
-  python3 "$repo/site/cluster/node_images.py" pull $stacks > "$out" 2> "$out.err"
+  python3 "$repo/site/cluster/node_images.py" pull "$where" $stacks > "$out" 2> "$out.err"
 rc=$?
-python3 - "$out" "$run/node-images.json" "$nodes" "$repo/site/cluster" "$stacks" <<'PY'
+python3 - "$out" "$run/node-images.json" "$nodes" "$stacks" <<'PY'
 import json, sys
-sys.path.insert(0, sys.argv[4])
-import node_images
+from testbed_site.cluster import node_images
 recs = [json.loads(line) for line in open(sys.argv[1]) if line.startswith('{')]
 nodes = int(sys.argv[3])
 print(f"{'node':8} {'stack':18} {'pull s':>8} {'unpack s':>9}  result")
@@ -65,7 +64,7 @@ try:
 except (OSError, ValueError):
     before = {}
 ok, failed = before.get('images', {}), before.get('failed', {})
-for stack in sys.argv[5].split():
+for stack in sys.argv[4].split():
     ok.pop(stack, None)
     failed.pop(stack, None)
     mine = [r for r in recs if r['stack'] == stack]

@@ -8,6 +8,14 @@ baseline ran slow. Either way the figure is reported, not judged (checks.drop_ju
 import math
 
 
+def _spread(baselines, unit):
+    """(max/min of the baselines, their spread in words)."""
+    values = list(baselines.values())
+    spread = max(values) / min(values)
+    return spread, (f'the baselines of the job moved {spread:.3f}x ('
+                    + ', '.join(f'{k} {v:.4g}' for k, v in baselines.items()) + f' {unit})')
+
+
 def why_not_held(baselines, unit, band, figure=None, bound=None):
     """None where the figure can be judged, else why not, in one line.
 
@@ -15,12 +23,9 @@ def why_not_held(baselines, unit, band, figure=None, bound=None):
     or slower alike: only their spread counts); band: the figure's half-width in log space
     (None: no band, the spread is not judged); figure: the value; bound: (limit, text) that
     the figure cannot pass, e.g. (1, 'efficiency 1'), or None where it has none."""
-    values = list(baselines.values())
-    spread = max(values) / min(values)
+    spread, moved = _spread(baselines, unit)
     if band is not None and math.log(spread) > band:
-        return (f'the baselines of the job moved {spread:.3f}x ('
-                + ', '.join(f'{k} {v:.4g}' for k, v in baselines.items())
-                + f' {unit}), beyond the {math.exp(band) - 1:.1%} the figure is judged to')
+        return f'{moved}, beyond the {math.exp(band) - 1:.1%} the figure is judged to'
     if bound is not None and figure > bound[0]:
         return f'{figure:.3f} above {bound[1]}: a baseline ran slow'
     return None
@@ -31,12 +36,9 @@ def sides_not_held(baselines, unit, below, above):
     moved by more than: where the band is asymmetric (a side widened by `references transfer`)
     the narrow side cannot be judged when the baselines spread wider than it, though the wide
     side still can. below, above: the side's half-width in log space (None: no such side)."""
-    values = list(baselines.values())
-    spread = max(values) / min(values)
-    return {side: (f'{side} side not judged: the baselines of the job moved {spread:.3f}x ('
-                   + ', '.join(f'{k} {v:.4g}' for k, v in baselines.items())
-                   + f' {unit}), beyond the {math.exp(w) - 1:.1%} the row allows '
-                   + ('below' if side == 'lower' else 'above') + ' its value')
+    spread, moved = _spread(baselines, unit)
+    return {side: (f'{side} side not judged: {moved}, beyond the {math.exp(w) - 1:.1%} the row '
+                   f'allows {"below" if side == "lower" else "above"} its value')
             for side, w in (('lower', below), ('upper', above))
             if w is not None and math.log(spread) > w}
 

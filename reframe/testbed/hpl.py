@@ -169,13 +169,12 @@ class HplBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         caps = {name: self._capacity(name) for name in self._baselines()}
         for n in self.ns:
             figure = f'efficiency_N{n}'
-            why = self._held(n, cores)[1]
+            why, sides = self._held(n, cores)[1], self.sides_of(figure)
             if why:
                 self.drop_judgement(figure, why)
-            elif self.sides_of(figure):
+            elif sides:
                 # an asymmetric row: the narrow side may be past the baselines' spread
-                for side, reason in sides_not_held(caps, 'Gflop/s of DGEMM',
-                                                   *self.sides_of(figure)).items():
+                for side, reason in sides_not_held(caps, 'Gflop/s of DGEMM', *sides).items():
                     self.drop_side(figure, side, reason)
 
     def _has_kernel_copy(self):

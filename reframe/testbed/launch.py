@@ -132,8 +132,8 @@ def rank_in_image(test):
     images = test.current_partition.extras.get('container_images')
     engine = container_engine(test.current_partition)
     if images is None or engine not in PER_RANK_ENGINES:
-        return []       # (an empty list still wraps: image_of says why the stack has none)
-    _, stack = stack_of(test)
+        return []
+    _, stack = stack_of(test)       # images may be empty: image_of says why it has none
     image = image_of(test, stack, images)
     if engine == 'apptainer':
         return ['apptainer', 'exec', image]

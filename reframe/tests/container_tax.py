@@ -12,7 +12,6 @@ import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-import reframe.utility.typecheck as typ
 from reframe.core.builtins import fixture, run_before, sanity_function, variable
 
 from testbed.checks import records
@@ -37,7 +36,6 @@ class ContainerTax(StackLaunch, rfm.RunOnlyRegressionTest):
     time_limit = '15m'
     build = fixture(P2PBuild, scope='environment')
     tags = {'containers'}
-    figure_names = variable(typ.List[str], value=[])
 
     def _opts(self):
         return ['--pair', 'Send-Recv', '--variant', 'complete', '--sizes', 'quick',
@@ -50,7 +48,7 @@ class ContainerTax(StackLaunch, rfm.RunOnlyRegressionTest):
         rounds and the last bare launch, each into a file of its own."""
         self.executable = self.build.executable_path
         self.executable_opts = self._opts()
-        program = [self.executable, *self._opts()]
+        program = [self.executable, *self.executable_opts]
         bare = ' '.join(extra_launch(self, 2, over_the_nodes=True) + program)
         image = ' '.join(extra_launch(self, 2, over_the_nodes=True) + rank_in_image(self) +
                          program)

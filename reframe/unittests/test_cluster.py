@@ -296,10 +296,8 @@ def test_the_registry_keeps_its_images_across_down_and_up_only_when_asked(clean)
     assert registry(f'/v2/unittest/blobs/{digest}', 'HEAD')[0] == 200
     # a node's image storage: the job account's, seen by the node at one path, and what the
     # account put there (read-only folders as in an unpacked image) removed at down
-    account = json.loads(subprocess.run(
-        [sys.executable, '-c', 'import json; from testbed import registry; '
-         'print(json.dumps(registry.load().run_as))'], stdout=subprocess.PIPE,
-        text=True).stdout)
+    from testbed import registry as stacks
+    account = stacks.load().run_as
     assert (NODE_IMAGES / 'node1').owner() == account
     r = subprocess.run(CLUSTER + ['exec', 'node1', '--', 'setpriv', f'--reuid={account}',
                                   f'--regid={account}', '--init-groups', 'sh', '-c',

@@ -62,26 +62,26 @@ def fake_tools(monkeypatch, store, pull_rc=0, unpack_rc=0, digest='sha256:11', l
 
 def test_unpacked_once_per_manifest(tmp_path, monkeypatch):
     calls = fake_tools(monkeypatch, tmp_path)
-    rec = ni.pull('mpich-4.0', store=str(tmp_path))
+    rec = ni.pull('mpich-4.0', 'tbreg:5000', store=str(tmp_path))
     assert rec['unpacked'] and rec['digest'] == 'sha256:11' and calls == ['skopeo', 'umoci']
     assert rec['image'] == 'tbreg:5000/mpi-testbed/mpich-4.0:current'
     calls.clear()
-    rec = ni.pull('mpich-4.0', store=str(tmp_path))
+    rec = ni.pull('mpich-4.0', 'tbreg:5000', store=str(tmp_path))
     assert rec['unpacked'] is False and calls == ['skopeo']
     # a new manifest: the old tree (read-only folders and all) goes, the new one is unpacked
     calls = fake_tools(monkeypatch, tmp_path, digest='sha256:22')
-    rec = ni.pull('mpich-4.0', store=str(tmp_path))
+    rec = ni.pull('mpich-4.0', 'tbreg:5000', store=str(tmp_path))
     assert rec['unpacked'] and calls == ['skopeo', 'umoci']
     assert (tmp_path / 'mpich-4.0' / 'unpacked-from').read_text() == 'sha256:22\n'
 
 
 def test_a_failed_pull_or_unpack_names_the_image_and_the_cause(tmp_path, monkeypatch):
     fake_tools(monkeypatch, tmp_path, pull_rc=1)
-    rec = ni.pull('mpich-4.0', store=str(tmp_path))
+    rec = ni.pull('mpich-4.0', 'tbreg:5000', store=str(tmp_path))
     assert rec['error'] == ('pull of tbreg:5000/mpi-testbed/mpich-4.0:current failed: pinging '
                             'container registry tbreg:5000: connection refused')
     fake_tools(monkeypatch, tmp_path, unpack_rc=1)
-    rec = ni.pull('mpich-4.0', store=str(tmp_path))
+    rec = ni.pull('mpich-4.0', 'tbreg:5000', store=str(tmp_path))
     assert rec['error'] == ('unpack of tbreg:5000/mpi-testbed/mpich-4.0:current (sha256:11) '
                             'failed: unpack: layer digest mismatch')
     assert not (tmp_path / 'mpich-4.0' / 'unpacked-from').exists()
@@ -93,7 +93,7 @@ def test_the_rootfs_is_one_path_on_every_node():
 
 def test_an_image_of_another_stack_is_refused_before_it_is_unpacked(tmp_path, monkeypatch):
     calls = fake_tools(monkeypatch, tmp_path, label='openmpi-4.1')
-    rec = ni.pull('mpich-4.0', store=str(tmp_path))
+    rec = ni.pull('mpich-4.0', 'tbreg:5000', store=str(tmp_path))
     assert rec['error'] == ("tbreg:5000/mpi-testbed/mpich-4.0:current (sha256:11) holds stack "
                             "'openmpi-4.1', not 'mpich-4.0' (its label mpi-testbed.stack): push "
                             "the right image (make images STACKS=mpich-4.0)")

@@ -289,7 +289,7 @@ def start_registry():
     os.chown(oci_registry.STORAGE, acct.pw_uid, acct.pw_gid)
     conf = f'{RUN}/registry.yml'
     with open(conf, 'w') as fh:
-        fh.write(oci_registry.config(RUN))
+        fh.write(oci_registry.config())
     os.chmod(conf, 0o640)
     os.chown(conf, 0, acct.pw_gid)
     argv = ['nsenter', f"--net=/run/netns/{REG['ns']}", 'runuser', '-u', oci_registry.ACCOUNT,
@@ -339,6 +339,7 @@ def up(n_nodes, profile_name, mtu):
         if not shutil.which(tool):
             raise ClusterError(f'{tool} is not installed: run `make setup`')
     nodes = [node(i) for i in range(1, n_nodes + 1)]
+    kept_before = os.path.isdir(oci_registry.STORAGE)   # images kept by an earlier down
     try:
         os.makedirs(f'{RUN}/log', mode=0o755)
         os.chmod(RUN, 0o755)
@@ -392,7 +393,7 @@ def up(n_nodes, profile_name, mtu):
         kept = keep_logs()
         print(f'cluster up failed: {e}\ntaking down what was built; daemon logs kept in '
               f'{kept}', file=sys.stderr)
-        down(quiet=True, keep_registry=True)   # images pushed before stay
+        down(quiet=True, keep_registry=kept_before)
         raise
     print(f"cluster up: {n_nodes} node(s) {', '.join(n['name'] for n in nodes)}, link profile "
           f"{profile_name}, MTU {mtu}; SLURM_CONF={RUN}/slurm.conf; OCI registry "

@@ -2,8 +2,9 @@
 """The stacks' images on the emulated cluster's nodes: each node pulls from the cluster's
 registry into its own storage, and srun starts ranks inside them with Charliecloud's ch-run.
 
-    node_images.py pull STACK...     on a node, as the job account (ci/cluster_pull.sh runs it
-                                     on every node through srun): one JSON line per stack
+    node_images.py pull REGISTRY STACK...   on a node, as the job account (ci/cluster_pull.sh
+                                            runs it on every node through srun, REGISTRY the
+                                            cluster's host:port): one JSON line per stack
     node_images.py count LOG         the registry's access log: pulls and bytes per node
 
 A node's storage is STORE/<node> on the host, which every node sees at THIS_NODE (cluster.py
@@ -26,7 +27,6 @@ from collections import defaultdict
 
 STORE = os.environ.get('TESTBED_NODE_IMAGES', '/var/tmp/mpi-testbed-node-images')
 THIS_NODE = os.path.join(STORE, 'this-node')
-REGISTRY = 'tbreg:5000'              # oci_registry.REGISTRY's name in the nodes' hosts file
 TAG = 'current'
 
 
@@ -70,8 +70,9 @@ def labelled_stack(layout, digest):
     return (config.get('config', {}).get('Labels') or {}).get('mpi-testbed.stack')
 
 
-def pull(stack, store=THIS_NODE, registry=REGISTRY):
-    """Pull and unpack one stack's image on this node; a dict for the JSON line."""
+def pull(stack, registry, store=THIS_NODE):
+    """Pull and unpack one stack's image from `registry` (host:port) on this node; a dict for
+    the JSON line."""
     rec = {'node': socket.gethostname(), 'stack': stack,
            'image': f'{registry}/mpi-testbed/{stack}:{TAG}'}
     layout = os.path.join(store, 'oci')
@@ -139,10 +140,10 @@ def count(log_lines):
 
 
 def main(argv):
-    if argv[:1] == ['pull'] and len(argv) > 1:
+    if argv[:1] == ['pull'] and len(argv) > 2:
         failed = 0
-        for stack in argv[1:]:
-            rec = pull(stack)
+        for stack in argv[2:]:
+            rec = pull(stack, argv[1])
             failed += 'error' in rec
             print(json.dumps(rec), flush=True)
         return 1 if failed else 0

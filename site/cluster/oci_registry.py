@@ -37,7 +37,7 @@ class RegistryError(Exception):
     pass
 
 
-def config(run):
+def config():
     """The registry's configuration (YAML, written by hand: five keys need no library)."""
     return (f'# Written by site/cluster/oci_registry.py at cluster up.\n'
             f'version: 0.1\n'
