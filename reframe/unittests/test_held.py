@@ -35,7 +35,8 @@ def test_a_library_faster_than_the_layer_beneath_it_is_not_judged():
 
 
 def test_an_asymmetric_row_gives_up_only_the_side_narrower_than_the_baselines_spread():
-    # openmpi-4.1's HPL 1x2 row, -19.4 %/+11.0 %, and the CI run of 2026-11-28: DGEMM 1.137x
+    # an asymmetric row and baselines apart by more than its narrow side only (the case that
+    # failed CI: docs/verification.md, 2026-11-28 late night)
     below, above = -math.log1p(-0.1939), math.log1p(0.1096)
     sides = sides_not_held({'dgemm.out': 16.0, 'dgemm_after.out': 18.19}, 'Gflop/s', below,
                            above)
