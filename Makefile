@@ -1,6 +1,6 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
 .PHONY: setup test run list references summary report clean slowdown compare spread sweep generate \
-        cluster-up cluster-status cluster-down cluster-pull setup-images images images-run pull-images fresh-machine \
+        cluster-up cluster-status cluster-down cluster-pull cluster-images setup-images images images-run pull-images fresh-machine \
         site
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
@@ -75,8 +75,11 @@ images-run:       ## p2p matrix (quick) on the host and inside each built image;
 cluster-pull:     ## every node of the emulated cluster pulls the stacks' images from its registry (STACKS=a,b); then --system testbed-cluster-images
 	bash ci/cluster_pull.sh
 
-pull-images:      ## on a cluster with Apptainer: pull every stack's image (REGISTRY_URL=oras://..., TAG)
-	sh ci/pull_images.sh
+cluster-images: setup-images  ## images built, pushed and pulled by each node, then the quick suite with every rank in its image and the container tax (STACKS=a,b ROUNDS=4)
+	STACKS="$(STACKS)" ROUNDS="$(ROUNDS)" bash ci/cluster_images.sh
+
+pull-images:      ## on a cluster with Apptainer: pull every stack's image into SIF_DIR (REGISTRY_URL=docker://HOST:PORT or oras://HOST/ORG, TAG, STACKS=a,b, NO_HTTPS=1; docs/apptainer.md)
+	REGISTRY_URL="$(REGISTRY_URL)" TAG="$(TAG)" SIF_DIR="$(SIF_DIR)" STACKS="$(STACKS)" NO_HTTPS="$(NO_HTTPS)" sh ci/pull_images.sh
 
 # Variables, never edits of the file: each one given is passed on (site/make_site.py --help).
 SITE_VARS = ACCOUNT QOS RESERVATION PARTITIONS OUT PROVIDE MODULES SIF_DIR STAGEDIR AGENT NODES STACKS

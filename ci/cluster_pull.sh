@@ -3,7 +3,8 @@
 # from the cluster's registry into its own storage (site/cluster/node_images.py: skopeo, then
 # umoci; as the job account, one srun task a node), then the list of images every node has is
 # written for the system testbed-cluster-images (site/local.py), and the registry's access log
-# is counted per node. Default stacks: those in the registry that srun starts (srun_mpi).
+# is counted per node. Default stacks: those in the registry that srun starts (srun_mpi) or the
+# fallback launcher starts (fallback_env: LAM, PVM, whose ranks the wrapper puts in the image too).
 # A stack whose pull fails on a node is named with its cause; the others go on (exit 1 at the end).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,10 +36,10 @@ missing = [s.name for s in stacks if chosen and s.name not in pushed]
 if missing:
     sys.exit(f'error: the registry {where} has no image of {", ".join(missing)} '
              f'(make images STACKS={",".join(missing)} with the cluster up)')
-print(' '.join(s.name for s in stacks if s.name in pushed and s.srun_mpi))
+print(' '.join(s.name for s in stacks if s.name in pushed and (s.srun_mpi or s.fallback_env)))
 PY
 ) || exit 2
-[ -n "$stacks" ] || { echo "error: the registry $where has no image of a stack srun starts (make images)" >&2; exit 2; }
+[ -n "$stacks" ] || { echo "error: the registry $where has no image of a stack srun or the fallback starts (make images)" >&2; exit 2; }
 account=$(python3 -c 'from testbed import registry; print(registry.load().run_as)')
 nodes=$(python3 -c "import json; print(len(json.load(open('$run/state.json'))['nodes']))")
 out=$(mktemp)

@@ -9,9 +9,11 @@
 #      (install.py --image) installs the stack inside, as `make setup` does on the host;
 #   4. each image saved as an OCI archive in $TESTBED_OCI_DIR (the input of the Apptainer
 #      definitions: apptainer build x.sif containers/x/apptainer.def), and the sizes printed;
+#      unpacked from it for ch-run on this host (host-images/, --system testbed-local-images);
 #   5. where the emulated cluster is up (make cluster-up starts its OCI registry), each image
 #      pushed there as mpi-testbed/<stack>:<hash of its inputs> and :current, unless the
-#      registry has that tag already (site/cluster/oci_registry.py).
+#      registry has that tag already (site/cluster/oci_registry.py); with IMAGES_REUSE=1 such an
+#      image is not even built.
 # Run as root. podman runs with runc and lowered ulimits: crun fails here on setrlimit and
 # cgroups, and the default nofile/nproc limits are above what this kernel grants.
 # A stack whose image fails is reported with its log; the others go on (exit 1 at the end).
@@ -90,6 +92,15 @@ printf '%-18s %8s %10s  %s\n' stack 'build s' 'size MB' 'OCI archive'
 for s in $stacks; do
   t0=$(date +%s)
   image=localhost/mpi-testbed-$s
+  # IMAGES_REUSE=1 (make cluster-images): an image the registry has from the same inputs is
+  # not built again (podman would rebuild it: the installer's COPY takes the whole tree)
+  if [ "${IMAGES_REUSE:-}" = 1 ] && [ -n "$registry" ] &&
+     python3 site/cluster/oci_registry.py has "$s" 2>/dev/null; then
+    printf '%-18s %8s %10s  %s\n' "$s" - - "in the registry already (same inputs): not built"
+    python3 site/cluster/oci_registry.py push "$s" "$oci/$s.tar" >/dev/null || status=1
+    "${podman[@]}" image exists "$image" && built="$built $s"
+    continue
+  fi
   if "${podman[@]}" build "${limits[@]}" "${ca[@]}" --network=host -t "$image" \
        -f "containers/$s/Containerfile" . > "$logs/$s.log" 2>&1 &&
      rm -f "$oci/$s.tar" &&
@@ -107,16 +118,35 @@ for s in $stacks; do
     status=1
   fi
 done
-# The list site/local.py reads for the system testbed-containers (earlier builds kept).
-python3 - "$oci/images.json" $built <<'PY'
-import json, sys
-path, stacks = sys.argv[1], sys.argv[2:]
+# 6. each image unpacked on this host for ch-run, as the job account (skipped where the copy is
+# of the same manifest): the ranks of --system testbed-local-images run in it
+account=$(python3 -c 'from testbed import registry; print(registry.load().run_as)')
+host=$oci/host-images
+mkdir -p "$host" && chown "$account:" "$host"
+unpacked=''
+for s in $stacks; do
+  [ -f "$oci/$s.tar" ] || continue
+  if out=$(setpriv --reuid="$account" --regid="$account" --init-groups env HOME=/tmp USER="$account" \
+             python3 site/cluster/node_images.py unpack "$host" "$s" "$oci/$s.tar" 2>&1); then
+    unpacked="$unpacked $s"
+  else
+    echo "$s: not unpacked on this host: $(printf '%s' "$out" | tail -1)"
+    status=1
+  fi
+done
+# The lists site/local.py reads for the systems testbed-containers (podman's images) and
+# testbed-local-images (the unpacked copies); earlier builds kept.
+python3 - "$oci/images.json" "$host" "$built" "$unpacked" <<'PY'
+import json, os, sys
+path, host, built, unpacked = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split()
 try:
-    images = json.load(open(path))['images']
+    before = json.load(open(path))
 except FileNotFoundError:
-    images = {}
-images.update({s: f'localhost/mpi-testbed-{s}' for s in stacks})
-json.dump({'images': images}, open(path, 'w'), indent=1)
+    before = {}
+images, rootfs = before.get('images', {}), before.get('rootfs', {})
+images.update({s: f'localhost/mpi-testbed-{s}' for s in built})
+rootfs.update({s: os.path.join(host, s, 'rootfs') for s in unpacked})
+json.dump({'images': images, 'rootfs': rootfs}, open(path, 'w'), indent=1)
 PY
 echo "images: $oci/images.json; run the p2p matrix inside them: make images-run"
 [ -n "$registry" ] || echo "not pushed: no OCI registry is up (the emulated cluster starts one: make cluster-up)"

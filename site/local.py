@@ -102,7 +102,9 @@ def cluster_images_system():
     """The emulated cluster with every rank inside its stack's image, as the system
     'testbed-cluster-images' (select it with --system testbed-cluster-images): srun starts
     each rank with ch-run in the node's own copy of the image, pulled from the cluster's
-    registry by `make cluster-pull` (its list: NODE_IMAGES_STATE). None until then."""
+    registry by `make cluster-pull` (its list: NODE_IMAGES_STATE); the fallback launcher's
+    stacks (LAM, PVM) keep their launcher and daemons on the node and start each rank through
+    the same wrapper. None until then."""
     base = cluster_system()
     try:
         with open(NODE_IMAGES_STATE) as fh:
@@ -118,7 +120,7 @@ def cluster_images_system():
     # a stack whose pull failed stays, so that its cases fail naming the cause (image_of)
     part['environs'] = [e for e in part['environs']
                         if any(s.environ == e and (s.name in images or s.name in failed)
-                               and s.srun_mpi for s in STACKS)]
+                               for s in STACKS)]
     part['extras'] = {**part['extras'], 'container_engine': 'charliecloud',
                       'container_images': images, 'image_failures': failed}
     return {**base, 'name': 'testbed-cluster-images',
@@ -136,24 +138,50 @@ def container_system():
             images = json.load(fh)['images']
     except FileNotFoundError:
         return None
+    # StackLaunch runs the job's launcher inside the image named here
+    return local_images('testbed-containers', 'each job inside its stack\'s OCI image',
+                        'podman', 'local processes in podman (runc, --network=none), the '
+                        'image\'s launcher', {'container_images': images})
+
+
+def local_images(name, descr, partition, partition_descr, extras):
+    """A system of this machine's one local partition whose stacks are those with an image in
+    extras['container_images'] (make images wrote the list)."""
     return {
-        'name': 'testbed-containers',
-        'descr': 'This machine, each job inside its stack\'s OCI image (make images)',
-        'hostnames': ['^testbed-containers-never-matches-a-host$'],
+        'name': name,
+        'descr': f'This machine, {descr} (make images)',
+        'hostnames': [f'^{name}-never-matches-a-host$'],
         'stagedir': STAGEDIR,
         'outputdir': OUTPUTDIR,
         'partitions': [{
-            'name': 'podman',
-            'descr': 'local processes in podman (runc, --network=none), the image\'s launcher',
+            'name': partition,
+            'descr': partition_descr,
             'scheduler': 'local',
             'launcher': 'local',
             'max_jobs': 1,
-            'environs': [s.environ for s in STACKS if s.name in images],
+            'environs': [s.environ for s in STACKS if s.name in extras['container_images']],
             'processor': {'num_cpus': os.cpu_count()},
-            # StackLaunch runs the job's launcher inside the image named here
-            'extras': {'container_images': images},
+            'extras': extras,
         }],
     }
+
+
+def local_images_system():
+    """This machine with each rank inside its stack's image (make images unpacked a copy of
+    each for ch-run: the list's 'rootfs'), as the system 'testbed-local-images': the stack's
+    own launcher on the host starts every rank as `ch-run ... IMAGE -- program`, the hybrid
+    model of a cluster on one host (ContainerTax's one-host figures)."""
+    try:
+        with open(IMAGES_STATE) as fh:
+            rootfs = json.load(fh).get('rootfs', {})
+    except FileNotFoundError:
+        return None
+    if not rootfs:
+        return None
+    return local_images('testbed-local-images', 'each rank in its stack\'s image (ch-run)',
+                        'default', 'local processes, the stack\'s launcher on the host, each '
+                        'rank in ch-run', {'container_engine': 'charliecloud',
+                                           'container_images': rootfs})
 
 
 site_configuration = {
@@ -172,8 +200,8 @@ site_configuration = {
             'environs': [s.environ for s in STACKS],
             'processor': {'num_cpus': os.cpu_count()},
         }],
-    }] + [system for system in [cluster_system(), cluster_images_system(), container_system()]
-          if system],
+    }] + [system for system in [cluster_system(), cluster_images_system(), container_system(),
+                                local_images_system()] if system],
     'environments': [{
         'name': s.environ,
         'cc': s.compiler,

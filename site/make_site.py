@@ -460,6 +460,17 @@ def chosen_route(tried):
     return None, '; '.join(f'{r}: {res["why"]}' for r, res in tried.items())
 
 
+def with_image_fix(name, tried, settings):
+    """The routes tried for stack `name`; where the image route found no image of it in
+    SIF_DIR, its reason names the pull that puts one there (make pull-images)."""
+    image = tried.get('image', {})
+    if image.get('ok') or not image.get('why', '').startswith('no image '):
+        return tried
+    fix = (f' (pull it: make pull-images REGISTRY_URL=docker://HOST:PORT|oras://HOST/ORG '
+           f'SIF_DIR={settings["sif_dir"]} STACKS={name}; docs/apptainer.md)')
+    return {**tried, 'image': {**image, 'why': image['why'] + fix}}
+
+
 def plan_partition(part, found, plugins, settings, reg):
     """The ReFrame partition(s) of one Slurm partition from its probe; skips are
     (what, reason) pairs for the file's head."""
@@ -483,7 +494,8 @@ def plan_partition(part, found, plugins, settings, reg):
         stack = reg.stacks[name]
         why = knob_problem(stack, settings['knobs']) or \
             launch_problem(stack, plugins, agent, agent_why)
-        route, detail = chosen_route(tried) if not why else (None, why)
+        route, detail = chosen_route(with_image_fix(name, tried, settings)) if not why \
+            else (None, why)
         if route is None:
             skips.append((f'stack {name} on partition {part["name"]}', detail))
             continue
@@ -752,7 +764,10 @@ def settings_of(args, reg, config):
     return {'stacks': [s.name for s in reg.select(args.stacks, source='STACKS')],
             'routes': routes, 'modules': modules, 'knobs': parse_pairs(args.knobs, 'KNOBS'),
             'agents': agents, 'account': args.account, 'qos': args.qos,
-            'reservation': args.reservation, 'wait': args.wait, 'sif_dir': args.sif_dir,
+            'reservation': args.reservation, 'wait': args.wait,
+            # absolute: the probe runs in another folder, on a node
+            'sif_dir': os.path.abspath(os.path.expanduser(args.sif_dir)) if args.sif_dir
+            else '',
             'stagedir': args.stagedir or f'/var/tmp/mpi-testbed-{getpass.getuser()}/stage'}
 
 

@@ -301,11 +301,44 @@ int ctl_init(int *argc, char ***argv)
                 }
             }
         }
-        int n = pvm_spawn(self, child, flag, where, 1, &peer);
+        /* Ranks in a container image (TESTBED_PVM_SPAWN_WRAPPER, e.g. "/usr/bin/ch-run -b
+         * /var/tmp:/var/tmp IMAGE --", words without spaces): rank 1 is spawned through the
+         * same words as rank 0 was started, so that it runs in the image too. */
+        char *task = self, **targv = child, *words = NULL;
+        const char *wrapper = getenv("TESTBED_PVM_SPAWN_WRAPPER");
+        if (wrapper && *wrapper) {
+            words = strdup(wrapper);
+            targv = calloc((size_t)nargs + strlen(wrapper) + 2, sizeof *targv);
+            if (!words || !targv) {
+                fprintf(stderr, "p2p: out of memory for TESTBED_PVM_SPAWN_WRAPPER\n");
+                leave(2);
+            }
+            int k = 0;
+            task = NULL;
+            for (char *save = NULL, *w = strtok_r(words, " ", &save); w;
+                 w = strtok_r(NULL, " ", &save)) {
+                if (!task)
+                    task = w;
+                else
+                    targv[k++] = w;
+            }
+            if (!task) {
+                fprintf(stderr, "p2p: TESTBED_PVM_SPAWN_WRAPPER holds no word\n");
+                leave(2);
+            }
+            targv[k++] = self;
+            for (int i = 0; child[i]; i++)
+                targv[k++] = child[i];
+        }
+        int n = pvm_spawn(task, targv, flag, where, 1, &peer);
         if (n != 1) {
-            fprintf(stderr, "p2p: pvm_spawn of %s failed: %s\n", self,
+            fprintf(stderr, "p2p: pvm_spawn of %s failed: %s\n", task,
                     pvm_text(peer));
             leave(2);
+        }
+        if (words) {
+            free(targv);
+            free(words);
         }
     } else {
         me = 1;

@@ -323,9 +323,10 @@ class ReferenceLookup(rfm.RegressionTestPlugin):
         HPL over the DGEMM capacity of its cores, su3 over its single-rank run (alone, or
         with every core busy), su3's exchanges timed alone over memcpy or over the kernel copy
         of the same bytes, HPL's panels over memcpy and their sizes replayed over the kernel
-        copy (taken as HPL takes them, and into posted receives). (su3's gather_over_memcpy and
-        exchange_over_shm, HPL's panels over copies between the ranks' cores are reported
-        only: reframe/tests/su3_rmd.py, hpl.py.)"""
-        return name.startswith(('time_over_', 'efficiency_')) or name in (
+        copy (taken as HPL takes them, and into posted receives), the p2p program's time in
+        its image over its time bare, launch by launch (tax_ratio@SIZE). (su3's
+        gather_over_memcpy and exchange_over_shm, HPL's panels over copies between the ranks'
+        cores are reported only: reframe/tests/su3_rmd.py, hpl.py.)"""
+        return name.startswith(('time_over_', 'efficiency_', 'tax_ratio@')) or name in (
             'speedup', 'speedup_busy', 'exchange_over_memcpy', 'exchange_over_cma',
             'panel_over_memcpy', 'panel_replay_over_cma', 'panel_posted_over_cma')

@@ -11,6 +11,7 @@ import os
 import pwd
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import reframe.utility.sanity as sn
@@ -43,7 +44,7 @@ def drop_privileges(reg):
         raise ReframeError(f'{reg.path}: defaults.run_as: account {reg.run_as!r} does not exist '
                            f'(the set-up creates it: make setup)') from None
     return ['setpriv', f'--reuid={reg.run_as}', f'--regid={reg.run_as}', '--init-groups',
-            'env', f'HOME={home}']
+            'env', f'HOME={home}', f'USER={reg.run_as}']     # ch-run refuses without USER
 
 
 def job_exit_code(test):
@@ -125,10 +126,10 @@ def extra_launch(test, ntasks, over_the_nodes=False, env=None):
 def rank_in_image(test):
     """The words before a rank's program that run it inside its stack's image, on a partition
     whose ranks srun starts one by one in the image (hybrid model): `apptainer exec IMAGE` on a
-    real cluster, `ch-run -b /var/tmp:/var/tmp IMAGE --` on the emulated one (the node's own
-    unpacked copy; /var/tmp, which the emulated nodes share and where the programs are built
-    on the host, bound at its own path: ch-run binds only onto a folder the image has). []
-    elsewhere."""
+    real cluster, `ch-run -b /var/tmp:/var/tmp IMAGE --` on the emulated one or this host (the
+    node's own unpacked copy; /var/tmp, which the emulated nodes share and where the programs
+    are built on the host, bound at its own path: ch-run binds only onto a folder the image
+    has). [] elsewhere."""
     images = test.current_partition.extras.get('container_images')
     engine = container_engine(test.current_partition)
     if images is None or engine not in PER_RANK_ENGINES:
@@ -136,12 +137,31 @@ def rank_in_image(test):
     _, stack = stack_of(test)       # images may be empty: image_of says why it has none
     image = image_of(test, stack, images)
     if engine == 'apptainer':
-        return ['apptainer', 'exec', image]
-    if not test.stagedir.startswith('/var/tmp/'):
+        words = ['apptainer', 'exec', image]
+    elif not test.stagedir.startswith('/var/tmp/'):
         raise ReframeError(f'{test.current_partition.fullname}: the stage {test.stagedir} is '
                            f'not under /var/tmp, which ch-run binds into the image: unset '
                            f'TESTBED_STAGEDIR')
-    return ['ch-run', '-b', '/var/tmp:/var/tmp', image, '--']
+    else:
+        words = ['ch-run', *join_words(test, stack), '-b', '/var/tmp:/var/tmp', image, '--']
+    if stack.family == 'lam':
+        # LAM's mpirun takes a program's arguments only after a '--' of its own
+        words.insert(1, '--')
+    return words
+
+
+def join_words(test, stack):
+    """ch-run's options that put the ranks of one launch on one host into one container: each
+    ch-run makes a user namespace of its own, and a rank may not read a rank of another
+    namespace (CMA's process_vm_readv, UCX's /proc/PID/fd: 'Permission denied'), so shared
+    memory between them fails. Under srun ch-run counts its peers from Slurm's variables
+    (--join); started by the stack's own launcher here, it is told the count and a tag that
+    the job's shell makes new for every launch. The fallback launcher's ranks on a cluster
+    (one a node in the testbed's jobs) are started alone."""
+    launcher = test.current_partition.launcher_type.registered_name
+    if launcher != 'srun':
+        return [f'--join-ct={test.num_tasks}', '--join-tag=tb$$-$RANDOM$RANDOM']
+    return ['--join'] if stack.srun_mpi else []
 
 
 def srun_argv(stack, ntasks, nodes=None, overcommit=False):
@@ -333,6 +353,11 @@ class StackLaunch(HangGuard):
         if words:
             self.executable_opts = [*words[1:], self.executable, *self.executable_opts]
             self.executable = words[0]
+            if stack_of(self)[1].family == 'pvm':
+                # rank 0 spawns rank 1 through the same words (apps/p2p/ctl_pvm.c); a pvmd
+                # finds a task by its path
+                self.env_vars['TESTBED_PVM_SPAWN_WRAPPER'] = registry.shell_word(
+                    ' '.join([shutil.which(words[0]) or words[0], *words[1:]]))
 
     def in_container(self, reg, stack, images, argv, env):
         """The launch as a podman command (argv): the stack's launcher runs inside its

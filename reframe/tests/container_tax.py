@@ -1,22 +1,26 @@
-"""The container tax on the emulated cluster: the point-to-point program (Send-Recv over the
-quick sizes, across two nodes) run bare and inside the stack's image in one job, launch by
-launch (bare, image, bare, image, ...), so that the machine's state falls on both sides alike.
+"""The container tax: the point-to-point program (Send-Recv over the
+quick sizes, two ranks on this host or one on each of two nodes) run bare and inside the
+stack's image in one job, launch by launch (bare, image, bare, image, ...), so that the
+machine's state falls on both sides alike.
 
 Each round pairs a bare launch with the image launch after it (testbed/container_tax.py);
 the figures are the median over the rounds of image time over bare time per size
-(tax_ratio@SIZE) and of the time it adds (tax_us@SIZE). Reported, not asserted: no band has
-been made from runs yet (docs/spack-and-containers.md says what was measured). Runs on the
-system testbed-cluster-images (make cluster-pull), whose plan starts ranks in the image.
+(tax_ratio@SIZE, a ratio to a same-job baseline: asserted against the machine type's row in
+references/containers.csv where one was made from runs, reported elsewhere) and of the time
+it adds (tax_us@SIZE, reported). Runs on the systems testbed-local-images (make images
+unpacks a copy of each image here) and testbed-cluster-images (make cluster-pull), whose plan
+starts each rank in the image.
 """
 import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import fixture, run_before, sanity_function, variable
+from reframe.core.builtins import (fixture, parameter, run_after, run_before, sanity_function,
+                                   variable)
 
-from testbed.checks import records
+from testbed.checks import ReferenceLookup, records
 from testbed.container_tax import tax
-from testbed.launch import StackLaunch, extra_launch, rank_in_image
+from testbed.launch import StackLaunch, baseline_line, extra_launch, rank_in_image
 from testbed.p2p import P2PBuild
 from testbed.perf import set_perf_variables
 
@@ -24,18 +28,29 @@ SIZES = (8, 1024, 65536, 1048576)
 
 
 @rfm.simple_test
-class ContainerTax(StackLaunch, rfm.RunOnlyRegressionTest):
+class ContainerTax(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     descr = 'p2p Send-Recv bare and in the image, interleaved launch by launch'
+    #: both ranks on this host (testbed-local-images: the stack's launcher starts each rank in
+    #: ch-run) or one on each of two nodes of the emulated cluster (testbed-cluster-images)
+    placement = parameter(['one-host', 'two-nodes'])
     #: rounds, each a bare launch then an image launch
     rounds = variable(int, value=4)
     samples = variable(int, value=10)
-    valid_systems = ['testbed-cluster-images']
     valid_prog_environs = ['+mpi -no-p2p']
     num_tasks = 2
-    num_tasks_per_node = 1
     time_limit = '15m'
     build = fixture(P2PBuild, scope='environment')
     tags = {'containers'}
+    reference_file = 'containers.csv'
+
+    @run_after('init')
+    def place(self):
+        if self.placement == 'one-host':
+            self.valid_systems = ['testbed-local-images']
+        else:
+            self.valid_systems = ['testbed-cluster-images']
+            self.num_tasks_per_node = 1
+        self.reference_case = self.placement
 
     def _opts(self):
         return ['--pair', 'Send-Recv', '--variant', 'complete', '--sizes', 'quick',
@@ -49,11 +64,14 @@ class ContainerTax(StackLaunch, rfm.RunOnlyRegressionTest):
         self.executable = self.build.executable_path
         self.executable_opts = self._opts()
         program = [self.executable, *self.executable_opts]
-        bare = ' '.join(extra_launch(self, 2, over_the_nodes=True) + program)
-        image = ' '.join(extra_launch(self, 2, over_the_nodes=True) + rank_in_image(self) +
+        spread = self.placement == 'two-nodes'
+        bare = ' '.join(extra_launch(self, 2, over_the_nodes=spread) + program)
+        image = ' '.join(extra_launch(self, 2, over_the_nodes=spread) + rank_in_image(self) +
                          program)
         for r in range(1, self.rounds + 1):
-            self.prerun_cmds.append(f'{bare} > bare_{r}.out 2> bare_{r}.err')
+            # the bare launches are the job's baselines: an injected slowdown of scope 'run'
+            # (make slowdown SCOPE=run) slows the image launches only
+            self.prerun_cmds.append(baseline_line(self, f'{bare} > bare_{r}.out 2> bare_{r}.err'))
             if r < self.rounds:
                 self.prerun_cmds.append(f'{image} > image_{r}.out 2> image_{r}.err')
 

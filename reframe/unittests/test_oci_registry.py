@@ -124,3 +124,13 @@ def test_the_files_a_stack_entry_names_are_inputs(repo):
         shutil.copy(REPO / path, repo / path)
     assert repo / 'apps/common/lam_iovec_fix.c' in reg.inputs('lam-7.1')
     assert repo / 'apps/common/lam_iovec_fix.c' not in reg.inputs('mpich-4.0')
+
+
+def test_has_answers_for_the_inputs_tag_alone(repo, monkeypatch):
+    """`has` (make cluster-images: an image the registry holds is not built again) asks the
+    registry for the tag of the inputs as they are now; exit 0 or 1."""
+    calls = fake_skopeo(monkeypatch, have=True)
+    assert reg.main(['has', 'mpich-4.0']) == 0
+    assert calls[0][-1] == f"docker://198.18.0.3:5000/mpi-testbed/mpich-4.0:{reg.tag('mpich-4.0')}"
+    fake_skopeo(monkeypatch, have=False)
+    assert reg.main(['has', 'mpich-4.0']) == 1

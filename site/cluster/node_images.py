@@ -6,6 +6,9 @@ registry into its own storage, and srun starts ranks inside them with Charlieclo
                                             runs it on every node through srun, REGISTRY the
                                             cluster's host:port): one JSON line per stack
     node_images.py count LOG         the registry's access log: pulls and bytes per node
+    node_images.py unpack STORE STACK ARCHIVE
+                                     on this host, as the job account (ci/images.sh): an
+                                     image's OCI archive unpacked into STORE/STACK/rootfs
 
 A node's storage is STORE/<node> on the host, which every node sees at THIS_NODE (cluster.py
 binds it in the node's mount namespace), so that one srun line names the same path on every
@@ -73,13 +76,25 @@ def labelled_stack(layout, digest):
 def pull(stack, registry, store=THIS_NODE):
     """Pull and unpack one stack's image from `registry` (host:port) on this node; a dict for
     the JSON line."""
-    rec = {'node': socket.gethostname(), 'stack': stack,
-           'image': f'{registry}/mpi-testbed/{stack}:{TAG}'}
+    image = f'{registry}/mpi-testbed/{stack}:{TAG}'
+    return take(stack, image, ['--src-no-creds', '--src-tls-verify=false', f'docker://{image}'],
+                store)
+
+
+def from_archive(stack, archive, store):
+    """Unpack one stack's image from its OCI archive (make images) into `store` on this host,
+    for ranks that ch-run starts here (the system testbed-local-images); a dict as pull's."""
+    return take(stack, archive, [f'oci-archive:{archive}'], store)
+
+
+def take(stack, image, source, store):
+    """skopeo copies `source` (its options, then its reference) into the OCI layout of `store`,
+    the label is checked, and umoci unpacks it unless `store` has that manifest unpacked."""
+    rec = {'node': socket.gethostname(), 'stack': stack, 'image': image}
     layout = os.path.join(store, 'oci')
     os.makedirs(layout, exist_ok=True)
     t0 = time.monotonic()
-    r = run(['skopeo', 'copy', '--quiet', '--src-no-creds', '--src-tls-verify=false',
-             f'docker://{rec["image"]}', f'oci:{layout}:{stack}'])
+    r = run(['skopeo', 'copy', '--quiet', *source, f'oci:{layout}:{stack}'])
     rec['pull_s'] = round(time.monotonic() - t0, 3)
     if r.returncode:
         return {**rec, 'error': f'pull of {rec["image"]} failed: {cause(r)}'}
@@ -147,6 +162,10 @@ def main(argv):
             failed += 'error' in rec
             print(json.dumps(rec), flush=True)
         return 1 if failed else 0
+    if argv[:1] == ['unpack'] and len(argv) == 4:
+        rec = from_archive(argv[2], argv[3], argv[1])
+        print(json.dumps(rec), flush=True)
+        return 1 if 'error' in rec else 0
     if argv[:1] == ['count'] and len(argv) == 2:
         try:
             with open(argv[1], errors='replace') as fh:

@@ -4,6 +4,7 @@ on the cluster's bridge, where `make images` pushes every stack's image and the 
 
     oci_registry.py address              host:port of the running registry (exit 1: none)
     oci_registry.py tag STACK            the tag of STACK's image: a hash of its inputs
+    oci_registry.py has STACK            exit 0 when the registry holds that tag of STACK
     oci_registry.py push STACK ARCHIVE   push an OCI archive as mpi-testbed/STACK:<tag> (and
                                          :current), unless the registry has that tag already
 
@@ -12,7 +13,7 @@ REGISTRY['name'] in the nodes' hosts file; `make setup` installs it), as the acc
 package made, with its storage in STORAGE: outside the cluster's folder, so that
 `cluster.py down --keep-registry` can keep the images for the next `up`; a plain `down`
 removes it. Plain HTTP on a private bridge: every client is told so (--tls-verify=false).
-Docs: docs/containers.md.
+Docs: docs/spack-and-containers.md (Containers).
 """
 import hashlib
 import os
@@ -108,6 +109,15 @@ def _cause(r):
     return (r.stderr.strip().splitlines() or [f'skopeo exited {r.returncode}'])[-1]
 
 
+def has(stack):
+    """True when the registry holds `stack`'s image of the inputs it has now (its tag())."""
+    where = address()
+    if where is None:
+        raise RegistryError('no registry: the emulated cluster is not up (make cluster-up)')
+    ref = reference(stack, tag(stack), where)
+    return skopeo('inspect', '--tls-verify=false', '--raw', f'docker://{ref}').returncode == 0
+
+
 def push(stack, archive):
     """Push `archive` (podman save --format oci-archive) as STACK's image, tagged by its inputs
     and as `current`; skipped when the registry has the input tag already. Returns a line."""
@@ -116,7 +126,7 @@ def push(stack, archive):
         raise RegistryError('no registry: the emulated cluster is not up (make cluster-up)')
     want = tag(stack)
     ref = reference(stack, want, where)
-    if skopeo('inspect', '--tls-verify=false', '--raw', f'docker://{ref}').returncode == 0:
+    if has(stack):
         # :current follows it (it may name another push since): a manifest, no layer, moves
         r = skopeo('copy', '--quiet', '--src-tls-verify=false', '--dest-tls-verify=false',
                    f'docker://{ref}', f'docker://{reference(stack, "current", where)}')
@@ -143,6 +153,8 @@ def main(argv):
             print(where)
         elif argv[:1] == ['tag'] and len(argv) == 2:
             print(tag(argv[1]))
+        elif argv[:1] == ['has'] and len(argv) == 2:
+            return 0 if has(argv[1]) else 1
         elif argv[:1] == ['push'] and len(argv) == 3:
             print(push(argv[1], argv[2]))
         else:
