@@ -312,7 +312,7 @@ def apptainer_def(stack):
     if stack.srun_mpi:
         run = f'srun --mpi={stack.srun_mpi} apptainer exec {stack.name}.sif PROGRAM'
     else:   # srun cannot start its ranks: its own launcher (and daemons) inside the image
-        launcher = ' '.join(a.replace('{ntasks}', 'N') for a in stack.launcher)
+        launcher = ' '.join(stack.launch_command('N', options=False))
         run = f'apptainer exec {stack.name}.sif {launcher} PROGRAM'
         if stack.boot:
             run += f'  (between {" ".join(stack.boot)} and {" ".join(stack.halt)})'

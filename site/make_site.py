@@ -374,9 +374,12 @@ def route_module(stack, spec):
 
 def route_image(stack, spec):
     """An Apptainer image <SIF_DIR>/<stack>.sif (make pull-images), every rank in it: for a
-    stack srun starts (the hybrid model); the fallback's daemons do not run in images."""
+    stack srun starts (the hybrid model). The fallback's launcher and daemons run on the node
+    with each rank in the image (as on the emulated cluster), so the node needs the stack by
+    another route."""
     if not stack.srun_mpi:
-        return None, 'the fallback launcher does not run inside an image'
+        return None, ('the fallback launcher and its daemons run on the node, not in the image '
+                      '(only the ranks do): another route must provide the stack there')
     sif = os.path.join(spec.get('sif_dir') or '', f'{stack.name}.sif')
     if not spec.get('sif_dir') or not os.path.isfile(sif):
         return None, f'no image {sif}' if spec.get('sif_dir') else 'no SIF_DIR given'

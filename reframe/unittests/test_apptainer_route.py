@@ -253,4 +253,5 @@ def test_the_fallback_stacks_stay_out_of_the_image_route(tmp_path):
     for name in ('lam-7.1', 'pvm-3.4', 'lam-7.1-src'):
         (tmp_path / f'{name}.sif').write_text('')
         assert make_site.route_image(reg.stacks[name], {'sif_dir': str(tmp_path)}) == \
-            (None, 'the fallback launcher does not run inside an image')
+            (None, 'the fallback launcher and its daemons run on the node, not in the image '
+                   '(only the ranks do): another route must provide the stack there')

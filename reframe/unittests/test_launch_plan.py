@@ -82,8 +82,8 @@ def test_on_the_emulated_cluster_srun_starts_each_rank_in_the_nodes_image(workdi
 
 def test_the_fallback_stacks_start_their_ranks_in_the_image_too(workdir):  # noqa: F811
     """LAM: lamboot and mpirun on the node (the fallback launcher), each rank its program in
-    ch-run, whose words come after LAM's own '--'; PVM: rank 0 in ch-run, and rank 1 spawned through the same words (the variable
-    apps/p2p/ctl_pvm.c reads)."""
+    ch-run, whose words come after LAM's own '--'; PVM: rank 0 in ch-run, and rank 1 spawned
+    through the same words (the variable apps/p2p/ctl_pvm.c reads)."""
     lam = '/var/tmp/mpi-testbed-node-images/this-node/lam-7.1/rootfs'
     pvm = '/var/tmp/mpi-testbed-node-images/this-node/pvm-3.4/rootfs'
     env = _images_cluster(workdir, {'lam-7.1': lam, 'pvm-3.4': pvm})
@@ -122,7 +122,8 @@ def test_the_container_tax_runs_on_one_host_and_across_two_nodes(workdir):  # no
             scripts[path.parts[-5]] = path.read_text().splitlines()
     assert sorted(scripts) == ['testbed-cluster-images', 'testbed-local-images'], scripts
     for system, start, words in (
-            ('testbed-cluster-images', 'srun --mpi=pmi2 -n 2 ', f'--join -b /var/tmp:/var/tmp {image}'),
+            ('testbed-cluster-images', 'srun --mpi=pmi2 -n 2 ',
+             f'--join -b /var/tmp:/var/tmp {image}'),
             ('testbed-local-images', 'setpriv --reuid=',
              f'--join-ct=2 --join-tag=tb$$-$RANDOM$RANDOM -b /var/tmp:/var/tmp {here}')):
         lines = scripts[system]

@@ -386,7 +386,8 @@ def test_image_route_for_srun_stacks_only(tmp_path, monkeypatch):
     assert make_site.route_image(reg.stacks['openmpi-4.1'], spec) == \
         (None, f'no image {tmp_path}/openmpi-4.1.sif')
     assert make_site.route_image(reg.stacks['lam-7.1'], spec)[1] == \
-        'the fallback launcher does not run inside an image'
+        'the fallback launcher and its daemons run on the node, not in the image ' \
+        '(only the ranks do): another route must provide the stack there'
 
 
 def test_tcp_network_is_the_interface_on_the_route(tmp_path, monkeypatch):
