@@ -1,6 +1,7 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
 .PHONY: setup test run list references summary report clean slowdown compare spread sweep generate \
         cluster-up cluster-status cluster-down cluster-pull cluster-images setup-images images images-run pull-images fresh-machine \
+        bind-image \
         site
 
 setup:            ## install Debian packages, ReFrame and the PyPI stacks
@@ -68,6 +69,9 @@ images: setup-images  ## the OCI image of every stack (containers/), STACKS=a,b 
 
 fresh-machine: setup-images  ## the test command (or COMMAND="make run") from a fresh clone in RUNS (1) new bare Debian containers, one by one
 	$(if $(COMMAND),TESTBED_FRESH_COMMAND="$(COMMAND)") bash ci/fresh_machine.sh $(or $(RUNS),1)
+
+bind-image: setup-images  ## the bind model's one image (containers/bind-abi): p2p for the MPICH and standard ABIs, no MPI inside; then reframe -c tests/bind_model.py
+	bash ci/bind_image.sh
 
 images-run:       ## p2p matrix (quick) on the host and inside each built image; container/host
 	bash ci/images_run.sh $(ARGS)

@@ -39,7 +39,7 @@ case "$profile" in
                -n '^PeerCompare' -S PeerCompare.rounds=5 -S PeerCompare.min_steady=3
                -S PeerCompare.max_rounds=8 -S PeerCompare.one_peer=yes)
          export TESTBED_REQUIRE_REFERENCES=${TESTBED_REQUIRE_REFERENCES:-1} ;;
-  full)  args=() ;;
+  full)  args=(-x BindModel) ;;    # it needs its image: make bind-image, then tests/bind_model.py
   *) echo "error: ci/suite.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;
 esac
 # Every process this run starts inherits the id; the leftover check looks for it only.

@@ -3,7 +3,7 @@ quick sizes, two ranks on this host or one on each of two nodes) run bare and in
 stack's image in one job, launch by launch (bare, image, bare, image, ...), so that the
 machine's state falls on both sides alike.
 
-Each round pairs a bare launch with the image launch after it (testbed/container_tax.py);
+Each round pairs a bare launch with the image launch after it (testbed/interleaved.py);
 the figures are the median over the rounds of image time over bare time per size
 (tax_ratio@SIZE, a ratio to a same-job baseline: asserted against the machine type's row in
 references/containers.csv where one was made from runs, reported elsewhere) and of the time
@@ -11,20 +11,17 @@ it adds (tax_us@SIZE, reported). Runs on the systems testbed-local-images (make 
 unpacks a copy of each image here) and testbed-cluster-images (make cluster-pull), whose plan
 starts each rank in the image.
 """
-import os
-
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import (fixture, parameter, run_after, run_before, sanity_function,
                                    variable)
 
 from testbed.checks import ReferenceLookup, records
-from testbed.container_tax import tax
+from testbed.interleaved import SIZES, incomplete, outputs, paired
 from testbed.launch import StackLaunch, baseline_line, extra_launch, rank_in_image
 from testbed.p2p import P2PBuild
 from testbed.perf import set_perf_variables
 
-SIZES = (8, 1024, 65536, 1048576)
 
 
 @rfm.simple_test
@@ -75,12 +72,6 @@ class ContainerTax(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             if r < self.rounds:
                 self.prerun_cmds.append(f'{image} > image_{r}.out 2> image_{r}.err')
 
-    def _outputs(self, side):
-        names = [f'{side}_{r}.out' for r in range(1, self.rounds + 1)]
-        if side == 'image':
-            names[-1] = self.stdout.evaluate()
-        return [os.path.join(self.stagedir, n) for n in names]
-
     @sanity_function
     def validate(self):
         return sn.all([sn.assert_eq(self._complete(), True, msg='{0}'),
@@ -89,18 +80,15 @@ class ContainerTax(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     @sn.deferrable
     def _complete(self):
-        for path in self._outputs('bare') + self._outputs('image'):
-            if not os.path.exists(path) or not records(path, 'P2P-END'):
-                return f'{os.path.basename(path)}: no P2P-END record (see its .err)'
-            got = {r['size_bytes'] for r in records(path, 'P2P') if r['transport'] == 'mpi'}
-            if got != set(SIZES):
-                return f'{os.path.basename(path)}: sizes {sorted(got)}, not {list(SIZES)}'
-        return True
+        return incomplete(self._outputs('bare') + self._outputs('image')) or True
+
+    def _outputs(self, side):
+        return outputs(self, side, last='image')
 
     @sn.deferrable
     def _tax(self, size, field):
-        got = tax([records(p, 'P2P') for p in self._outputs('bare')],
-                  [records(p, 'P2P') for p in self._outputs('image')])
+        got = paired([records(p, 'P2P') for p in self._outputs('bare')],
+                     [records(p, 'P2P') for p in self._outputs('image')], ('bare', 'image'))
         return got[size][field]
 
     def perf_variable_names(self):
