@@ -7,9 +7,9 @@
 #   3. ci/cluster_pull.sh: each node pulls them into its own storage (the registry's log counted
 #      per node);
 #   4. on --system testbed-cluster-images: the Send-Recv quick matrix across the two nodes (PVM:
-#      its matrix, as ci/cluster.sh quick selects it) and ContainerTax (bare and image launch by launch, one node and two nodes), every stack that
-#      every node has; tax_ratio asserted where references/containers.csv has this machine
-#      type's row, reported elsewhere;
+#      its matrix, as ci/cluster.sh quick selects it) and ContainerTax (bare and image launch
+#      by launch, a rank on each node), every stack that every node has; tax_ratio asserted
+#      where references/containers.csv has this machine type's row, reported elsewhere;
 #   5. ContainerTax on this host too (--system testbed-local-images: the stack's own launcher,
 #      each rank in ch-run in the copy make images unpacked here);
 #   6. the reports archived as profile cluster-images (testbed/archive.py), the summary printed.

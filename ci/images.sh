@@ -97,7 +97,7 @@ for s in $stacks; do
   if [ "${IMAGES_REUSE:-}" = 1 ] && [ -n "$registry" ] &&
      python3 site/cluster/oci_registry.py has "$s" 2>/dev/null; then
     printf '%-18s %8s %10s  %s\n' "$s" - - "in the registry already (same inputs): not built"
-    python3 site/cluster/oci_registry.py push "$s" "$oci/$s.tar" >/dev/null || status=1
+    python3 site/cluster/oci_registry.py current "$s" || status=1
     "${podman[@]}" image exists "$image" && built="$built $s"
     continue
   fi

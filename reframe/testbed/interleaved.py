@@ -2,11 +2,18 @@
 ContainerTax (bare, then inside the stack's image) and BindModel (the stack's own build, then
 the bind model's image with the stack's library bound in). Alternating in one job (ABAB) puts
 the machine's slow minutes on both sides; each round pairs a launch of the first side with the
-launch of the second right after it, and a figure is the median over the rounds."""
+launch of the second right after it, and a figure is the median over the rounds.
+InterleavedP2P is what both tests share: the program's options, the rounds' job lines, the
+files they write, the sanity of the launches and the paired figures."""
 import os
 import statistics
 
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import sanity_function, variable
+
 from testbed.checks import records
+from testbed.launch import baseline_line
 
 SIZES = (8, 1024, 65536, 1048576)
 
@@ -57,3 +64,47 @@ def paired(first, second, sides):
                      'ratio': statistics.median(ratios), 'ratios': ratios,
                      'extra_us': statistics.median(b - a for a, b in both)}
     return out
+
+
+class InterleavedP2P(rfm.RegressionTestPlugin):
+    """A test that runs the p2p program's Send-Recv over the quick sizes two ways in one job,
+    round by round. `sides`: the two ways' names, which name their files (SIDE_R.out); the
+    second side's last round is the job's own launch. The test sets `_complete` (a deferred
+    True, or why not) and calls add_rounds before the run."""
+    #: rounds, each a launch of the first side then one of the second
+    rounds = variable(int, value=4)
+    samples = variable(int, value=10)
+    sides = ('first', 'second')
+
+    def p2p_options(self):
+        return ['--pair', 'Send-Recv', '--variant', 'complete', '--sizes', 'quick',
+                '--samples', str(self.samples), '--baselines', 'none',
+                '--stack', self.stack_name]
+
+    def add_rounds(self, first, second, first_as_baseline=False):
+        """The job lines of the rounds before the job's own launch: `first` (a command line),
+        then `second(r)` (round r's), each into its side's files. `first_as_baseline`: the
+        first side's launches are the job's baselines (an injected slowdown of scope 'run'
+        leaves them at full speed: launch.baseline_line)."""
+        a, b = self.sides
+        for r in range(1, self.rounds + 1):
+            line = f'{first} > {a}_{r}.out 2> {a}_{r}.err'
+            self.prerun_cmds.append(baseline_line(self, line) if first_as_baseline else line)
+            if r < self.rounds:
+                self.prerun_cmds.append(f'{second(r)} > {b}_{r}.out 2> {b}_{r}.err')
+
+    def side_outputs(self, side):
+        return outputs(self, side, last=self.sides[1])
+
+    @sanity_function
+    def validate(self):
+        return sn.all([sn.assert_eq(self._complete(), True, msg='{0}'),
+                       sn.assert_eq(self.exit_status_after('P2P-END'), 0,
+                                    msg=f'the last {self.sides[1]} launch exited with {{0}}')])
+
+    @sn.deferrable
+    def paired_figure(self, size, field):
+        """`field` of paired() at `size`, over the two sides' rounds."""
+        first, second = ([records(p, 'P2P') for p in self.side_outputs(side)]
+                         for side in self.sides)
+        return paired(first, second, self.sides)[size][field]

@@ -23,13 +23,12 @@ import subprocess
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import (fixture, parameter, run_after, run_before, sanity_function,
-                                   variable)
+from reframe.core.builtins import fixture, parameter, run_after, run_before, variable
 from reframe.core.exceptions import ReframeError
 
 from testbed import bind_model, registry
 from testbed.checks import records, stack_of
-from testbed.interleaved import SIZES, incomplete, outputs, paired
+from testbed.interleaved import SIZES, InterleavedP2P, incomplete
 from testbed.launch import StackLaunch, drop_privileges, extra_launch
 from testbed.p2p import P2PBuild
 from testbed.perf import set_perf_variables
@@ -37,12 +36,11 @@ from testbed.perf import set_perf_variables
 
 
 @rfm.simple_test
-class BindModel(StackLaunch, rfm.RunOnlyRegressionTest):
+class BindModel(InterleavedP2P, StackLaunch, rfm.RunOnlyRegressionTest):
     descr = 'p2p Send-Recv from one image with the stack\'s library bound in, beside native'
     abi = parameter(list(bind_model.ABIS))
-    #: rounds, each a native launch then a bound launch
-    rounds = variable(int, value=4)
-    samples = variable(int, value=10)
+    #: each round a native launch then a bound launch
+    sides = ('native', 'bind')
     #: the host file bound in for the ABI, and the binds (for the report)
     bound_library = variable(str, value='')
     bind_words = variable(str, value='')
@@ -63,11 +61,6 @@ class BindModel(StackLaunch, rfm.RunOnlyRegressionTest):
             raise ReframeError(str(err)) from None
         self.valid_prog_environs = [s.environ for s, _ in
                                     bind_model.stacks_for(stacks, self.abi)]
-
-    def _opts(self):
-        return ['--pair', 'Send-Recv', '--variant', 'complete', '--sizes', 'quick',
-                '--samples', str(self.samples), '--baselines', 'none',
-                '--stack', self.stack_name]
 
     @run_before('run')
     def interleave(self):
@@ -100,7 +93,7 @@ class BindModel(StackLaunch, rfm.RunOnlyRegressionTest):
             raise ReframeError(f'{library}: {err}') from None
         shim = os.path.join(self.stagedir, 'bind-shim')
         bind_model.stage_shim(shim, plan)
-        opts = self._opts()
+        opts = self.p2p_options()
 
         def bound(tag):
             return bind_model.rank_words(rootfs, plan, shim, join=(2, f'tb-{tag}'),
@@ -112,24 +105,11 @@ class BindModel(StackLaunch, rfm.RunOnlyRegressionTest):
         self.prerun_cmds.append(f'{ldd} > bind-ldd.txt 2>&1')
         native = ' '.join(extra_launch(self, 2) + [self.build.executable_path, *opts])
         tag = f'{stack.name}-{self.abi}-{os.getpid()}'
-        for r in range(1, self.rounds + 1):
-            self.prerun_cmds.append(f'{native} > native_{r}.out 2> native_{r}.err')
-            if r < self.rounds:
-                words = ' '.join(extra_launch(self, 2) + bound(f'{tag}-r{r}') +
-                                 [abi.program, *opts])
-                self.prerun_cmds.append(f'{words} > bind_{r}.out 2> bind_{r}.err')
+        self.add_rounds(native, lambda r: ' '.join(extra_launch(self, 2) + bound(f'{tag}-r{r}') +
+                                                   [abi.program, *opts]))
         words = bound(f'{tag}-r{self.rounds}')
         self.bind_words = ' '.join(words)
         self.executable, self.executable_opts = words[0], [*words[1:], abi.program, *opts]
-
-    def _outputs(self, side):
-        return outputs(self, side, last='bind')
-
-    @sanity_function
-    def validate(self):
-        return sn.all([sn.assert_eq(self._complete(), True, msg='{0}'),
-                       sn.assert_eq(self.exit_status_after('P2P-END'), 0,
-                                    msg='the last bound launch exited with {0}')])
 
     @sn.deferrable
     def _complete(self):
@@ -140,11 +120,11 @@ class BindModel(StackLaunch, rfm.RunOnlyRegressionTest):
             problem = 'bind-ldd.txt: ldd did not run in the image'
         if problem:
             return problem
-        short = incomplete(self._outputs('native') + self._outputs('bind'))
+        short = incomplete(self.side_outputs('native') + self.side_outputs('bind'))
         if short:
             return short
         versions = {side: {records(path, 'P2P-RUN')[0].get('library_version', 'unknown')
-                           for path in self._outputs(side)} for side in ('native', 'bind')}
+                           for path in self.side_outputs(side)} for side in self.sides}
         if versions['bind'] != versions['native'] or len(versions['native']) != 1:
             return (f'the bound launches report {sorted(versions["bind"])}, the stack\'s own '
                     f'build {sorted(versions["native"])}: the bound program did not load the '
@@ -152,17 +132,11 @@ class BindModel(StackLaunch, rfm.RunOnlyRegressionTest):
         self.library_version = versions['native'].pop()
         return True
 
-    @sn.deferrable
-    def _figure(self, size, field):
-        got = paired([records(p, 'P2P') for p in self._outputs('native')],
-                     [records(p, 'P2P') for p in self._outputs('bind')], ('native', 'bound'))
-        return got[size][field]
-
     @run_before('performance')
     def define_perf(self):
-        set_perf_variables(self, {f'bind_us@{s}': ('us', self._figure(s, 'second_us'))
+        set_perf_variables(self, {f'bind_us@{s}': ('us', self.paired_figure(s, 'second_us'))
                                   for s in SIZES} |
-                           {f'native_us@{s}': ('us', self._figure(s, 'first_us'))
+                           {f'native_us@{s}': ('us', self.paired_figure(s, 'first_us'))
                             for s in SIZES} |
-                           {f'bind_ratio@{s}': ('ratio', self._figure(s, 'ratio'))
+                           {f'bind_ratio@{s}': ('ratio', self.paired_figure(s, 'ratio'))
                             for s in SIZES})

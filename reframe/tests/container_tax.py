@@ -1,7 +1,7 @@
-"""The container tax: the point-to-point program (Send-Recv over the
-quick sizes, two ranks on this host or one on each of two nodes) run bare and inside the
-stack's image in one job, launch by launch (bare, image, bare, image, ...), so that the
-machine's state falls on both sides alike.
+"""The container tax: the point-to-point program (Send-Recv over the quick sizes, two ranks on
+this host or one on each of two nodes) run bare and inside the stack's image in one job, launch
+by launch (bare, image, bare, image, ...), so that the machine's state falls on both sides
+alike.
 
 Each round pairs a bare launch with the image launch after it (testbed/interleaved.py);
 the figures are the median over the rounds of image time over bare time per size
@@ -13,26 +13,22 @@ starts each rank in the image.
 """
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import (fixture, parameter, run_after, run_before, sanity_function,
-                                   variable)
+from reframe.core.builtins import fixture, parameter, run_after, run_before
 
-from testbed.checks import ReferenceLookup, records
-from testbed.interleaved import SIZES, incomplete, outputs, paired
-from testbed.launch import StackLaunch, baseline_line, extra_launch, rank_in_image
+from testbed.checks import ReferenceLookup
+from testbed.interleaved import SIZES, InterleavedP2P, incomplete
+from testbed.launch import StackLaunch, extra_launch, rank_in_image
 from testbed.p2p import P2PBuild
 from testbed.perf import set_perf_variables
 
 
-
 @rfm.simple_test
-class ContainerTax(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
+class ContainerTax(InterleavedP2P, StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     descr = 'p2p Send-Recv bare and in the image, interleaved launch by launch'
     #: both ranks on this host (testbed-local-images: the stack's launcher starts each rank in
     #: ch-run) or one on each of two nodes of the emulated cluster (testbed-cluster-images)
     placement = parameter(['one-host', 'two-nodes'])
-    #: rounds, each a bare launch then an image launch
-    rounds = variable(int, value=4)
-    samples = variable(int, value=10)
+    sides = ('bare', 'image')
     valid_prog_environs = ['+mpi -no-p2p']
     num_tasks = 2
     time_limit = '15m'
@@ -49,47 +45,24 @@ class ContainerTax(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             self.num_tasks_per_node = 1
         self.reference_case = self.placement
 
-    def _opts(self):
-        return ['--pair', 'Send-Recv', '--variant', 'complete', '--sizes', 'quick',
-                '--samples', str(self.samples), '--baselines', 'none',
-                '--stack', self.stack_name]
-
     @run_before('run')
     def interleave(self):
         """The main launch is the last image round (the plan wraps it); before it, the other
         rounds and the last bare launch, each into a file of its own."""
         self.executable = self.build.executable_path
-        self.executable_opts = self._opts()
+        self.executable_opts = self.p2p_options()
         program = [self.executable, *self.executable_opts]
         spread = self.placement == 'two-nodes'
         bare = ' '.join(extra_launch(self, 2, over_the_nodes=spread) + program)
         image = ' '.join(extra_launch(self, 2, over_the_nodes=spread) + rank_in_image(self) +
                          program)
-        for r in range(1, self.rounds + 1):
-            # the bare launches are the job's baselines: an injected slowdown of scope 'run'
-            # (make slowdown SCOPE=run) slows the image launches only
-            self.prerun_cmds.append(baseline_line(self, f'{bare} > bare_{r}.out 2> bare_{r}.err'))
-            if r < self.rounds:
-                self.prerun_cmds.append(f'{image} > image_{r}.out 2> image_{r}.err')
-
-    @sanity_function
-    def validate(self):
-        return sn.all([sn.assert_eq(self._complete(), True, msg='{0}'),
-                       sn.assert_eq(self.exit_status_after('P2P-END'), 0,
-                                    msg='the last image launch exited with {0}')])
+        # the bare launches are the job's baselines: an injected slowdown of scope 'run'
+        # (make slowdown SCOPE=run) slows the image launches only
+        self.add_rounds(bare, lambda r: image, first_as_baseline=True)
 
     @sn.deferrable
     def _complete(self):
-        return incomplete(self._outputs('bare') + self._outputs('image')) or True
-
-    def _outputs(self, side):
-        return outputs(self, side, last='image')
-
-    @sn.deferrable
-    def _tax(self, size, field):
-        got = paired([records(p, 'P2P') for p in self._outputs('bare')],
-                     [records(p, 'P2P') for p in self._outputs('image')], ('bare', 'image'))
-        return got[size][field]
+        return incomplete(self.side_outputs('bare') + self.side_outputs('image')) or True
 
     def perf_variable_names(self):
         """What ReferenceLookup looks up at set-up, before define_perf: the ratios (the added
@@ -98,6 +71,7 @@ class ContainerTax(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     @run_before('performance')
     def define_perf(self):
-        set_perf_variables(self, {f'tax_ratio@{s}': ('ratio', self._tax(s, 'ratio'))
+        set_perf_variables(self, {f'tax_ratio@{s}': ('ratio', self.paired_figure(s, 'ratio'))
                                   for s in SIZES} |
-                           {f'tax_us@{s}': ('us', self._tax(s, 'extra_us')) for s in SIZES})
+                           {f'tax_us@{s}': ('us', self.paired_figure(s, 'extra_us'))
+                            for s in SIZES})

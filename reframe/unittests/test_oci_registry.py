@@ -134,3 +134,12 @@ def test_has_answers_for_the_inputs_tag_alone(repo, monkeypatch):
     assert calls[0][-1] == f"docker://198.18.0.3:5000/mpi-testbed/mpich-4.0:{reg.tag('mpich-4.0')}"
     fake_skopeo(monkeypatch, have=False)
     assert reg.main(['has', 'mpich-4.0']) == 1
+
+
+def test_current_points_at_the_inputs_tag_without_an_archive(repo, monkeypatch):
+    """`current` (make cluster-images, an image not built again): one copy of a manifest."""
+    calls = fake_skopeo(monkeypatch, have=True)
+    assert reg.main(['current', 'mpich-4.0']) == 0
+    assert [c[0] for c in calls] == ['copy']
+    assert calls[0][-2:] == (f"docker://198.18.0.3:5000/mpi-testbed/mpich-4.0:{reg.tag('mpich-4.0')}",
+                             'docker://198.18.0.3:5000/mpi-testbed/mpich-4.0:current')

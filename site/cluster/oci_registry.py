@@ -5,6 +5,7 @@ on the cluster's bridge, where `make images` pushes every stack's image and the 
     oci_registry.py address              host:port of the running registry (exit 1: none)
     oci_registry.py tag STACK            the tag of STACK's image: a hash of its inputs
     oci_registry.py has STACK            exit 0 when the registry holds that tag of STACK
+    oci_registry.py current STACK        point STACK's :current at that tag (the registry has it)
     oci_registry.py push STACK ARCHIVE   push an OCI archive as mpi-testbed/STACK:<tag> (and
                                          :current), unless the registry has that tag already
 
@@ -118,6 +119,17 @@ def has(stack):
     return skopeo('inspect', '--tls-verify=false', '--raw', f'docker://{ref}').returncode == 0
 
 
+def point_current(stack):
+    """Set `stack`'s :current to the image of its inputs, which the registry has (it may name
+    another push since): a manifest moves, no layer."""
+    where = address()
+    ref, current = reference(stack, tag(stack), where), reference(stack, 'current', where)
+    r = skopeo('copy', '--quiet', '--src-tls-verify=false', '--dest-tls-verify=false',
+               f'docker://{ref}', f'docker://{current}')
+    if r.returncode:
+        raise RegistryError(f'{stack}: {current} could not be set to {ref}: {_cause(r)}')
+
+
 def push(stack, archive):
     """Push `archive` (podman save --format oci-archive) as STACK's image, tagged by its inputs
     and as `current`; skipped when the registry has the input tag already. Returns a line."""
@@ -127,12 +139,7 @@ def push(stack, archive):
     want = tag(stack)
     ref = reference(stack, want, where)
     if has(stack):
-        # :current follows it (it may name another push since): a manifest, no layer, moves
-        r = skopeo('copy', '--quiet', '--src-tls-verify=false', '--dest-tls-verify=false',
-                   f'docker://{ref}', f'docker://{reference(stack, "current", where)}')
-        if r.returncode:
-            raise RegistryError(f'{stack}: {reference(stack, "current", where)} could not be '
-                                f'set to {ref}: {_cause(r)}')
+        point_current(stack)
         return (f'{stack}: {ref} is in the registry already (same inputs): not pushed; '
                 f':current names it')
     for t in (want, 'current'):
@@ -155,6 +162,8 @@ def main(argv):
             print(tag(argv[1]))
         elif argv[:1] == ['has'] and len(argv) == 2:
             return 0 if has(argv[1]) else 1
+        elif argv[:1] == ['current'] and len(argv) == 2:
+            point_current(argv[1])
         elif argv[:1] == ['push'] and len(argv) == 3:
             print(push(argv[1], argv[2]))
         else:
