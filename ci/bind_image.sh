@@ -9,8 +9,8 @@
 #   3. unpacked for ch-run as the job account into $TESTBED_OCI_DIR/host-images/bind-abi
 #      (site/cluster/node_images.py, as make images does), and checked: the unpacked image
 #      must hold no libmpi*/libmpich* of its own (else the bind would prove nothing).
-# Cached by its inputs (the Containerfile, apps/p2p and apps/common, the wheel's version, the
-# base image's id): an image of the same inputs is neither built nor unpacked again.
+# Cached by its inputs (this script, which holds the build's flags, the Containerfile, apps/p2p
+# and apps/common, the wheel's version, the base image's id): an image of the same inputs is neither built nor unpacked again.
 # Run as root (podman, as ci/images.sh: runc and lowered ulimits).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,7 +42,7 @@ fi
 "${podman[@]}" image exists "$base_image" || {
   echo "error: $base_image: no such image: make images builds it (the shared base)" >&2; exit 2; }
 
-inputs=$( { cat containers/bind-abi/Containerfile apps/p2p/Makefile apps/p2p/*.[ch] apps/common/*.[ch]
+inputs=$( { cat ci/bind_image.sh containers/bind-abi/Containerfile apps/p2p/Makefile apps/p2p/*.[ch] apps/common/*.[ch]
             "$wheel/bin/mpichversion" 2>&1 | head -3
             "${podman[@]}" image inspect --format '{{.Id}}' "$base_image"; } | sha256sum | cut -c1-16)
 host=$oci/host-images
