@@ -43,10 +43,28 @@ clean:            ## remove run outputs (not the installed stacks)
 	rm -rf reframe/output reframe/perflogs reframe/reports reframe/summary* reframe/reframe.log
 	rm -rf /var/tmp/mpi-testbed-$$(id -un)
 
-compare:          ## is B slower than A? A, B: run reports or stored session UUIDs [STACK_A= STACK_B=]
-	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 -m testbed.compare "$(A)" "$(B)" \
+# make compare exits as testbed.compare does: 0 same, 1 slower, 2 bad input. Make itself exits
+# 2 whenever a recipe fails, whatever its status, so the compare runs while make reads this
+# file (its table kept in a file and printed), and its status picks make's: 1 is made by -q
+# (a phony goal is "not up to date"), 2 by a failing recipe.
+COMPARE_CMD = TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 -m testbed.compare "$(A)" "$(B)" \
 	    $(if $(STACK_A),--stack-a "$(STACK_A)") $(if $(STACK_B),--stack-b "$(STACK_B)") \
-	    $(if $(THRESHOLD),--threshold "$(THRESHOLD)") $(if $(TESTS),--tests "$(TESTS)")
+	    $(if $(THRESHOLD),--threshold "$(THRESHOLD)") $(if $(TESTS),--tests "$(TESTS)") \
+	    $(if $(ALLOW_MACHINES),--allow-machines)
+ifeq ($(MAKECMDGOALS),compare)
+COMPARE_OUT := $(shell mktemp /tmp/testbed-compare.XXXXXX)
+COMPARE_RUN := $(shell $(COMPARE_CMD) > $(COMPARE_OUT))
+COMPARE_STATUS := $(.SHELLSTATUS)
+COMPARE_TEXT := $(file < $(COMPARE_OUT))
+$(if $(COMPARE_TEXT),$(info $(COMPARE_TEXT)))
+$(shell rm -f $(COMPARE_OUT))
+ifeq ($(COMPARE_STATUS),1)
+MAKEFLAGS += -q
+endif
+endif
+
+compare:          ## is B slower than A? A, B: run reports or stored session UUIDs [STACK_A= STACK_B= THRESHOLD= TESTS= ALLOW_MACHINES=1]; exit 0 same, 1 slower, 2 bad input
+	@[ "$(COMPARE_STATUS)" = 0 ] || [ "$(COMPARE_STATUS)" = 1 ] || exit 2
 
 spread:           ## run-to-run CV of the small-size latencies over REPORTS, or the newest RUNS (3) archived quick runs
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && \

@@ -74,6 +74,7 @@ environs=()
 if [ -n "$stacks" ]; then
     environs=(-p "$(environs_of "$stacks")")
 fi
+. "$repo/ci/session_tags.sh"
 export TESTBED_RUN_ID="${TESTBED_RUN_ID:-cluster-$(date +%Y%m%d-%H%M%S)-$$}"
 # The registry's images a person kept (make cluster-down KEEP_REGISTRY=1) stay kept: every up
 # and down here leaves a storage it found as it was, and removes one it made.
@@ -95,7 +96,8 @@ run_profile() {
     local report="$repo/reframe/reports/cluster-$prof-mtu$mtu.json"
     # No retries, one job at a time: the nodes share this machine's cores.
     reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
-        "${environs[@]}" "$@" "${extra[@]}" -S P2PMatrix.samples="$samples" --report-file "$report" || rc=1
+        "${environs[@]}" "$@" "${extra[@]}" -S P2PMatrix.samples="$samples" --report-file "$report" \
+        --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu")" || rc=1
     reports+=("$report")
     if [ -n "${with_fallback:-}" ]; then      # the stacks of the fallback launcher
         echo "== the same profile, the fallback launcher: $with_fallback"
@@ -103,7 +105,8 @@ run_profile() {
         reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
             -p "$(environs_of "$with_fallback")" -n "$sendrecv=quick" "${pvm[@]}" \
             -S P2PMatrix.samples="$samples" -S PvmMatrix.samples="$samples" "${extra[@]}" \
-            --report-file "$report" || rc=1
+            --report-file "$report" \
+            --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu-fallback")" || rc=1
         reports+=("$report")
     fi
     if [ -n "${with_startup:-}" ] && [ -n "$startup" ]; then
@@ -111,7 +114,8 @@ run_profile() {
         startup_report="$repo/reframe/reports/cluster-$prof-mtu$mtu-startup.json"
         reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
             -p "$(environs_of "$startup")" -n StartupTime -S StartupTime.np_list="$startup_np" \
-            -S StartupTime.repeats="$startup_repeats" "${extra[@]}" --report-file "$startup_report" || rc=1
+            -S StartupTime.repeats="$startup_repeats" "${extra[@]}" --report-file "$startup_report" \
+            --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu-startup")" || rc=1
     fi
     $cluster down $keep || rc=1
 }

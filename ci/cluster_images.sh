@@ -35,6 +35,7 @@ echo "== images (built, pushed where changed)"
 IMAGES_REUSE=1 STACKS=${STACKS:-} bash "$repo/ci/images.sh" || rc=1
 echo "== each node pulls"
 STACKS=${STACKS:-} bash "$repo/ci/cluster_pull.sh" || rc=1
+. "$repo/ci/session_tags.sh"
 export TESTBED_RUN_ID="${TESTBED_RUN_ID:-cluster-images-$(date +%Y%m%d-%H%M%S)-$$}"
 environs=()
 if [ -n "${STACKS:-}" ]; then
@@ -48,12 +49,12 @@ reframe -c tests --system testbed-cluster-images -r --exec-policy=serial --keep-
     "${environs[@]}" -n 'P2PMatrix.*%mode=Send-Recv/complete.*%size_range=quick' \
     -n 'PvmMatrix.*%size_range=quick' -x 'PvmMatrix.*%route=daemon.*%pack=byte' \
     -n ContainerTax -S P2PMatrix.samples=15 -S PvmMatrix.samples=15 -S ContainerTax.rounds="$rounds" \
-    --report-file "$report" || rc=1
+    --report-file "$report" --session-extras "$(session_tags cluster-images)" || rc=1
 echo "== the container tax on this host: the stack's launcher here, each rank in ch-run"
 here="$repo/reframe/reports/local-images.json"
 reframe -c tests/container_tax.py --system testbed-local-images -r --exec-policy=serial \
     --keep-stage-files "${environs[@]}" -S ContainerTax.rounds="$rounds" \
-    --report-file "$here" || rc=1
+    --report-file "$here" --session-extras "$(session_tags local-images)" || rc=1
 reports=() summary=''
 for r in "$here" "$report"; do         # summaries: summary-local-images, summary-cluster-images
     [ -f "$r" ] || continue

@@ -21,9 +21,11 @@ export TESTBED_RUN_ID="${TESTBED_RUN_ID:-images-$(date +%Y%m%d-%H%M%S)-$$}"
 common=(-c tests/p2p_matrix.py -r --exec-policy=serial --keep-stage-files
         -n 'P2PMatrix.*%size_range=quick' -S P2PMatrix.samples=15 -p "^($envs)\$")
 rc=0
-reframe "${common[@]}" --report-file reports/images-host.json "$@" || rc=1
+. "$repo/ci/session_tags.sh"
+reframe "${common[@]}" --report-file reports/images-host.json \
+    --session-extras "$(session_tags images-host)" "$@" || rc=1
 reframe "${common[@]}" --system testbed-containers --report-file reports/images-container.json \
-    "$@" || rc=1
+    --session-extras "$(session_tags images-container)" "$@" || rc=1
 echo "== container / host (B = inside the image, A = on the host)"
 python3 -m testbed.compare reports/images-host.json reports/images-container.json
 python3 -m testbed.procs --check --cleanup || rc=1

@@ -38,8 +38,10 @@ TESTBED_REPO=$repo . "$repo/site/env.sh"
 export TESTBED_INJECT_SLOWDOWN=$factor TESTBED_SLOWDOWN_LIB="$out/libslowdown.so"
 export TESTBED_RUN_ID="slowdown-$(date +%Y%m%d-%H%M%S)-$$"
 cd "$repo/reframe"
+. "$repo/ci/session_tags.sh"
 reframe -c tests -r --exec-policy=serial --keep-stage-files -s "$run/stage" -o "$run/output" \
-    --perflogdir "$run/perflogs" --report-file "$run/report.json" "$@"
+    --perflogdir "$run/perflogs" --report-file "$run/report.json" \
+    --session-extras "$(session_tags "slowdown-$factor")" "$@"
 python3 -m testbed.procs --check --cleanup
 python3 - "$run/report.json" "$factor" <<'PY'
 import json, sys

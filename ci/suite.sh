@@ -52,9 +52,8 @@ python3 -m testbed.references status || exit 2
 # The session, kept in ReFrame's results storage, is tagged with what made it (testbed.compare
 # and `reframe --list-stored-sessions` show it); each test case also carries the stack's
 # version, knobs, machine record and commit.
-extras="profile=$profile,testbed_commit=$(git -C "$repo" describe --always --dirty --abbrev=12 \
-    2>/dev/null || echo none),machine_type=$(python3 -c \
-    'from testbed import machine; print(machine.record()["machine_type"])')"
+. "$repo/ci/session_tags.sh"
+extras=$(session_tags "$profile")
 reframe -c tests -r --exec-policy=serial --keep-stage-files "${args[@]}" \
     --session-extras "$extras" --report-file "$report" "$@"
 rc=$?

@@ -54,8 +54,9 @@ mkdir -p "$repo/reframe/reports"
 report="$repo/reframe/reports/sweep-${series//,/+}-$(date -u +%Y%m%dT%H%M%SZ).json"
 cd "$repo/reframe"
 # Serial and no retries, as the suite: two ranks own a 2-core machine.
+. "$repo/ci/session_tags.sh"
 TESTBED_STACKS=$stacks reframe -c tests -r --exec-policy=serial --keep-stage-files \
-    --report-file "$report" "$@"
+    --report-file "$report" --session-extras "$(session_tags "sweep-${series//,/+}"),stacks=${stacks//,/+}" "$@"
 rc=$?
 echo
 echo "== figure against version ($report)"

@@ -25,7 +25,9 @@ minute at a time, and that moves one or two modes (docs/measurement.md); a slowe
 moves them all. So a family of at least FAMILY_MIN members is judged by the median over its
 members' ratios, with the sign test's interval for that median (Bonferroni over families).
 Exit status: 1 if a family, or a figure in no family, is 'slower'; 0 if none; 2 on bad input
-(the file and the field named)."""
+(the file and the field named), and when A and B ran on different machine types (the cases'
+machine_type; --allow-machines compares them anyway). Cases that failed before measuring are
+named, their figures not judged. Stored sessions are read with the storage opened read-only."""
 import argparse
 import json
 import math
@@ -34,7 +36,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from testbed import results
+from testbed import results, storage
 
 MIN_SAMPLES = 3
 #: a family of at least this many members (P2PMatrix's 12 modes) is judged as a whole
@@ -66,7 +68,9 @@ def load_all(sources):
                     raise CompareError(f'{name}: {case.get("name")}: figure_samples.{fig}: '
                                        'expected a list of positive numbers')
                 into['figure_samples'].setdefault(fig, []).extend(values)
-    return {'session_info': {'uuid': sources}, 'runs': [{'testcases': list(merged.values())}]}
+    types = sorted(set().union(*(machine_types(r) for r in reports)))
+    return {'session_info': {'uuid': sources, 'pooled_machine_types': types},
+            'runs': [{'testcases': list(merged.values())}]}
 
 
 def figures_cases(report, where):
@@ -82,12 +86,44 @@ def figures_cases(report, where):
 
 
 def load(source):
-    """A run report: a JSON file, an archived run's folder, or a stored session's UUID
-    fetched from ReFrame's storage (testbed.results.load)."""
+    """A run report: a JSON file, an archived run's folder (testbed.results.load), or a stored
+    session's UUID read from ReFrame's storage opened read-only (testbed.storage)."""
     try:
+        if not results.report_file(source).exists() and re.fullmatch(r'[0-9a-f-]{8,36}',
+                                                                       str(source)):
+            return storage.session(source)
         return results.load(source)
-    except results.ResultsError as err:
+    except (results.ResultsError, storage.StorageError) as err:
         raise CompareError(str(err)) from None
+
+
+def machine_types(report):
+    """The machine types a report's counted cases (and its session's tags) recorded."""
+    found = {str(tc.get('machine_type')) for tc in results.final_cases(report)
+             if tc.get('machine_type') not in (None, '', results.UNDEFINED)}
+    info = report.get('session_info') or {}
+    tagged = info.get('machine_type')
+    return found | ({str(tagged)} if tagged else set()) | set(info.get('pooled_machine_types', []))
+
+
+def check_machines(report_a, report_b, where=('A', 'B')):
+    """CompareError unless both sides ran on one machine type (a side without a record
+    passes): a session of another type, or of a mix of types, is slower or faster for
+    reasons no library change explains."""
+    ta, tb = machine_types(report_a), machine_types(report_b)
+    if len(ta | tb) > 1 and ta and tb:
+        raise CompareError(f'{where[0]} ran on machine type {", ".join(sorted(ta))} and '
+                           f'{where[1]} on {", ".join(sorted(tb))}: not compared; give '
+                           '--allow-machines (make: ALLOW_MACHINES=1) to compare them anyway')
+
+
+def failed_cases(report, stack=None):
+    """Names of the counted cases (of `stack`, if given) that failed before their figures
+    were measured (their figures are not judged; said beside the table)."""
+    return sorted({f'{tc.get("display_name") or tc.get("name")} @{results.case_stack(tc)}'
+                   for tc in results.final_cases(report)
+                   if not tc.get('fixture') and stack in (None, results.case_stack(tc)) and tc.get('result') not in ('pass', 'skip') and
+                   not (tc.get('result') == 'fail' and tc.get('fail_phase') == 'performance')})
 
 
 def positive_samples(values, where):
@@ -287,6 +323,8 @@ def main(argv=None):
                     help='family-wise confidence level (default 0.95)')
     ap.add_argument('--tests', help='only test cases whose name matches this regex')
     ap.add_argument('--json', help='also write every row to this file')
+    ap.add_argument('--allow-machines', action='store_true',
+                    help='compare sessions of different machine types (refused otherwise)')
     ap.add_argument('--series', metavar='S1,S2,...',
                     help='instead: each of these stacks of report A against the one before it '
                          '(a version sweep); prints the changes, exit 0 unless bad input')
@@ -305,12 +343,21 @@ def main(argv=None):
     if bool(args.stack_a) != bool(args.stack_b):
         ap.error('--stack-a and --stack-b go together')
     try:
-        rows = compare(load_all(args.a), load_all(args.b), args.stack_a, args.stack_b,
-                       args.threshold,
+        report_a, report_b = load_all(args.a), load_all(args.b)
+        if not args.allow_machines:
+            check_machines(report_a, report_b, (args.a, args.b))
+        rows = compare(report_a, report_b, args.stack_a, args.stack_b, args.threshold,
                        args.confidence, args.tests, (args.a, args.b))
     except CompareError as err:
         print(f'compare: {err}', file=sys.stderr)
         return 2
+    for side, report, stack in ((args.a, report_a, args.stack_a),
+                                (args.b, report_b, args.stack_b)):
+        failed = failed_cases(report, stack)
+        if failed:
+            print(f'{side}: {len(failed)} test case(s) failed before their figures were '
+                  f'measured; their figures are not judged: {", ".join(failed[:8])}'
+                  + (f' and {len(failed) - 8} more' if len(failed) > 8 else ''))
     if not rows:
         print(f'compare: {args.a} and {args.b} have no figure in common (figure_samples of '
               'passed test cases)', file=sys.stderr)
