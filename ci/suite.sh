@@ -4,7 +4,8 @@
 #                       range (8 B, 1 KiB, 64 KiB, 1 MiB) with 15 samples per size; HPL at
 #                       N=7200 on the 1x2 grid (its panels reported; `make run` asserts them);
 #                       su3_rmd preset 1 on 2 ranks with Isend (its figures reported) and its
-#                       rank invariance over 1, 2 and 4 ranks; start-up for np 2 and 4;
+#                       rank invariance over 1, 2 and 4 ranks; start-up for np 2 and 4
+#                       (9 warm launches each: enough for testbed.compare to judge them);
 #                       KnobReach; PVM's matrix (both routes, bytes and doubles) and spawn;
 #                       our p2p beside one peer a stack
 #                       runs (IMB-MPI1 where it runs, else NetPIPE: PeerCompare, 5 rounds, more
@@ -32,7 +33,7 @@ case "$profile" in
                -S HplRun.report_only=panel_replay_over_cma,panel_posted_over_cma,panel_over_memcpy
                -n 'Su3Run.*%ranks=2.*%comm=isend' -n Su3RankInvariance
                -S Su3Run.report_only=speedup_busy,exchange_over_cma,exchange_over_memcpy
-               -n StartupTime -S StartupTime.np_list=2,4 -S StartupTime.repeats=3
+               -n StartupTime -S StartupTime.np_list=2,4 -S StartupTime.repeats=9
                -n KnobReach
                -n 'PvmMatrix.*%size_range=quick' -S PvmMatrix.samples=15
                -n PvmStartup -S PvmStartup.np_list=2,4 -S PvmStartup.repeats=3

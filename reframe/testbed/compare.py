@@ -18,7 +18,11 @@ The statistics, per figure (nothing assumes a distribution; one slow outlier mov
     corrected for the number of figures compared (Bonferroni), so that 200 figures compared
     at 95 % raise a false alarm in 5 % of clean comparisons, not in most of them;
   - verdict 'slower' when the whole interval lies above 1 + threshold, 'faster' when it lies
-    below 1 / (1 + threshold), else 'same'; 'no samples' when either side has fewer than 3.
+    below 1 / (1 + threshold), else 'same'; 'too few samples (n, needs N)' when the samples
+    cannot reach the corrected level at all: with n and m samples the narrowest interval (the
+    range of the differences) excludes 0 by chance with probability 2 / C(n+m, n), so at 95 %
+    over 48 figures a figure needs 7 samples a side (lower_index, samples_needed). Such a
+    figure is reported and not judged, and the Bonferroni count is over the figures judged.
 Families: the modes of P2PMatrix (one size range, one stack, one size) answer one question
 measured at different minutes. On this machine type the VM's state triples a latency for a
 minute at a time, and that moves one or two modes (docs/measurement.md); a slower library
@@ -29,6 +33,7 @@ Exit status: 1 if a family, or a figure in no family, is 'slower'; 0 if none; 2 
 machine_type; --allow-machines compares them anyway). Cases that failed before measuring are
 named, their figures not judged. Stored sessions are read with the storage opened read-only."""
 import argparse
+import functools
 import json
 import math
 import re
@@ -38,7 +43,8 @@ from pathlib import Path
 
 from testbed import results, storage
 
-MIN_SAMPLES = 3
+#: the verdict of a figure whose samples cannot reach the level (lower_index)
+TOO_FEW = 'too few samples'
 #: a family of at least this many members (P2PMatrix's 12 modes) is judged as a whole
 FAMILY_MIN = 6
 
@@ -169,16 +175,78 @@ def normal_quantile(p):
     return (lo + hi) / 2
 
 
+#: above this many pairs of samples the Mann-Whitney statistic's spread is taken as normal
+EXACT_PAIRS = 400
+
+
+@functools.lru_cache(maxsize=None)
+def u_cdf(n, m):
+    """P(U <= u) for u = 0..nm, U the Mann-Whitney statistic of n and m samples of one
+    distribution (no ties): the counts of the classic recursion, exact."""
+    counts = [[1] for _ in range(m + 1)]          # n = 0: one arrangement, U = 0
+    for i in range(1, n + 1):
+        row = [[1]]                               # m = 0
+        for j in range(1, m + 1):
+            left, down = counts[j], row[j - 1]    # (i-1, j) shifted by j; (i, j-1)
+            size = i * j + 1
+            row.append([(left[u - j] if 0 <= u - j < len(left) else 0) +
+                        (down[u] if u < len(down) else 0) for u in range(size)])
+        counts = row
+    total, acc, out = math.comb(n + m, n), 0, []
+    for c in counts[m]:
+        acc += c
+        out.append(acc / total)
+    return out
+
+
+def lower_index(n, m, alpha):
+    """The index c of the Moses interval [d(c), d(nm-1-c)] (d sorted, 0-based) at two-sided
+    level alpha, or None when n and m samples cannot reach it: the narrowest interval, the
+    whole range of the differences, already excludes 0 by chance with probability
+    2 / C(n+m, n), and a level below that cannot be claimed. Exact up to EXACT_PAIRS pairs."""
+    if n < 1 or m < 1 or 2 / math.comb(n + m, n) > alpha:
+        return None
+    if n * m <= EXACT_PAIRS:
+        cdf = u_cdf(n, m)
+        k = 0                                     # the largest k with P(U <= k - 1) <= alpha/2
+        while cdf[k] <= alpha / 2:
+            k += 1
+        return k - 1
+    z = normal_quantile(1 - alpha / 2)
+    return max(math.floor(n * m / 2 - z * math.sqrt(n * m * (n + m + 1) / 12)), 0)
+
+
+def samples_needed(alpha):
+    """The fewest samples a side (equal sides) for which a figure can be judged at alpha."""
+    n = 1
+    while 2 / math.comb(2 * n, n) > alpha:
+        n += 1
+    return n
+
+
 def shift_interval(a, b, confidence):
-    """Hodges-Lehmann estimate and Moses interval of ln(b) - ln(a), normal approximation of
-    the Mann-Whitney statistic's spread (fine from about 5 samples a side)."""
+    """Hodges-Lehmann estimate and Moses interval of ln(b) - ln(a); None for the interval when
+    the samples are too few for the confidence (lower_index)."""
     la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
     diffs = sorted(y - x for x in la for y in lb)
-    n, m, nm = len(la), len(lb), len(diffs)
-    z = normal_quantile(1 - (1 - confidence) / 2)
-    c = math.floor(nm / 2 - z * math.sqrt(n * m * (n + m + 1) / 12))
-    c = max(c, 0)
-    return statistics.median(diffs), diffs[c], diffs[nm - 1 - c]
+    c = lower_index(len(la), len(lb), 1 - confidence)
+    if c is None:
+        return statistics.median(diffs), None, None
+    return statistics.median(diffs), diffs[c], diffs[len(diffs) - 1 - c]
+
+
+def judged(counts, confidence):
+    """The keys of {key: (n_a, n_b)} judged, and the per-figure level: Bonferroni over the
+    figures judged, each of which must reach that level with its samples. Shrunk until it
+    holds (fewer figures judged, a less strict level): the choice rests on sample counts only,
+    never on the values, so the family-wise rate stays as stated."""
+    keys = [k for k, (n, m) in counts.items() if n and m]
+    while True:
+        level = 1 - (1 - confidence) / max(len(keys), 1)
+        kept = [k for k in keys if lower_index(*counts[k], 1 - level) is not None]
+        if len(kept) == len(keys):
+            return set(kept), level
+        keys = kept
 
 
 def compare(report_a, report_b, stack_a=None, stack_b=None, threshold=0.05, confidence=0.95,
@@ -191,8 +259,8 @@ def compare(report_a, report_b, stack_a=None, stack_b=None, threshold=0.05, conf
     fa = figures(report_a, stack_a, tests, where[0])
     fb = figures(report_b, stack_b, tests, where[1])
     keys = sorted(set(fa) & set(fb))
-    testable = [k for k in keys if min(len(fa[k]), len(fb[k])) >= MIN_SAMPLES]
-    level = 1 - (1 - confidence) / max(len(testable), 1)
+    testable, level = judged({k: (len(fa[k]), len(fb[k])) for k in keys}, confidence)
+    need = samples_needed(1 - level)
     rows = []
     for key in keys:
         a, b = fa[key], fb[key]
@@ -200,7 +268,8 @@ def compare(report_a, report_b, stack_a=None, stack_b=None, threshold=0.05, conf
                'n_a': len(a), 'n_b': len(b), 'median_a': statistics.median(a),
                'median_b': statistics.median(b)}
         if key not in testable:
-            rows.append(dict(row, ratio=None, lo=None, hi=None, verdict='no samples'))
+            rows.append(dict(row, ratio=None, lo=None, hi=None, verdict=TOO_FEW,
+                             needs=need))
             continue
         est, lo, hi = shift_interval(a, b, level)
         verdict = ('slower' if lo > math.log1p(threshold) else
@@ -270,17 +339,27 @@ def table(rows, fams, singles, threshold, confidence):
             continue
         ratio = '-' if r['ratio'] is None else f"{r['ratio']:.3f}"
         lines.append(f"| {r['test']} | {r['figure']} | {r['median_a']:.4g} | "
-                     f"{r['median_b']:.4g} | {ratio} | {fmt_interval(r)} | {r['verdict']} |")
-    n = sum(r['verdict'] != 'no samples' for r in rows)
+                     f"{r['median_b']:.4g} | {ratio} | {fmt_interval(r)} | {verdict_text(r)} |")
+    n = sum(r['verdict'] != TOO_FEW for r in rows)
     counts = ', '.join(f"{sum(r['verdict'] == v for r in rows)} {v}"
-                       for v in ('slower', 'faster', 'same', 'no samples'))
+                       for v in ('slower', 'faster', 'same', TOO_FEW))
+    few = [r for r in rows if r['verdict'] == TOO_FEW]
     lines += ['', f'{len(rows)} figures on both sides, {n} tested on their samples at '
               f'{confidence:.0%} confidence corrected for {n} comparisons (Bonferroni), '
-              f'threshold {threshold:.0%}: {counts} (figures judged "same" are not listed).',
+              f'threshold {threshold:.0%}: {counts} (figures judged "same" are not listed).'
+              + (f' {len(few)} not judged: at that level a figure needs '
+                 f'{few[0]["needs"]} samples a side (fewer cannot exclude "same" by chance '
+                 'alone rarely enough).' if few else ''),
               f'{len(fams)} families judged as a whole (median over their members, '
               f'{confidence:.0%} corrected for {len(fams)}); {len(singles)} figures in no '
               'family judged on their own. The exit status follows those two.']
     return '\n'.join(lines)
+
+
+def verdict_text(r):
+    if r['verdict'] == TOO_FEW:
+        return f"{TOO_FEW} ({min(r['n_a'], r['n_b'])}, needs {r['needs']})"
+    return r['verdict']
 
 
 def decide(fams, singles):

@@ -2,6 +2,7 @@
 two draws of one machine 'same' (exit 0), keep one mode's burst from setting the exit status,
 and name the file and field of bad input (exit 2). Seeded: nothing here is timed."""
 import json
+import math
 import random
 
 import pytest
@@ -85,23 +86,59 @@ def hpl(seed, factor):
 
 def test_sessions_pooled_give_hpl_its_samples(tmp_path, capsys):
     paths = []
-    for i, factor in enumerate([1.0, 1.0, 1.0, 1.2, 1.2, 1.2, 1.0, 1.0, 1.0]):
+    for i, factor in enumerate([1.0] * 4 + [1.2] * 4 + [1.0] * 4):
         path = tmp_path / f's{i}.json'
         path.write_text(json.dumps(hpl(i, factor)))
         paths.append(str(path))
     # one session a side: one sample, not judged; nothing decides, said with exit 0
-    assert compare.main([paths[0], paths[3]]) == 0
-    assert '1 no samples' in capsys.readouterr().out
-    # three a side: 20 % slower caught; three clean against three clean: not
-    assert compare.main([','.join(paths[:3]), ','.join(paths[3:6])]) == 1
+    assert compare.main([paths[0], paths[4]]) == 0
+    assert '1 too few samples' in capsys.readouterr().out
+    # three a side cannot reach 95 % (2 / C(6, 3) = 10 %): said, with what it needs
+    assert compare.main([','.join(paths[:3]), ','.join(paths[4:7])]) == 0
+    assert 'too few samples (3, needs 4)' in capsys.readouterr().out
+    # four a side: 20 % slower caught; four clean against four clean: not
+    assert compare.main([','.join(paths[:4]), ','.join(paths[4:8])]) == 1
     capsys.readouterr()
-    assert compare.main([','.join(paths[:3]), ','.join(paths[6:])]) == 0
+    assert compare.main([','.join(paths[:4]), ','.join(paths[8:])]) == 0
     assert '1 same' in capsys.readouterr().out
 
 
 def test_too_few_samples_are_not_judged(tmp_path):
     rows = compare.compare(report(1, n=2), report(2, n=2))
-    assert {r['verdict'] for r in rows} == {'no samples'}
+    assert {r['verdict'] for r in rows} == {compare.TOO_FEW}
+
+
+@pytest.mark.parametrize('figures, needs', [(1, 4), (6, 5), (48, 7), (500, 9)])
+def test_samples_needed_follow_the_corrected_level(figures, needs):
+    """The fewest samples whose narrowest interval excludes 0 by chance rarely enough: exact,
+    2 / C(2n, n) against 5 % over the figures."""
+    assert compare.samples_needed(0.05 / figures) == needs
+    n = needs
+    assert 2 / math.comb(2 * n, n) <= 0.05 / figures < 2 / math.comb(2 * n - 2, n - 1)
+
+
+def test_identical_distributions_raise_few_false_alarms_at_the_fewest_samples():
+    """Simulated: both sides drawn from one distribution with as few samples as allowed; the
+    share of figures called slower or faster stays under the stated 5 %."""
+    rng = random.Random(7)
+    n = compare.samples_needed(0.05)
+    wrong = 0
+    for _ in range(2000):
+        a = [rng.lognormvariate(0, 0.15) for _ in range(n)]
+        b = [rng.lognormvariate(0, 0.15) for _ in range(n)]
+        _, lo, hi = compare.shift_interval(a, b, 0.95)
+        wrong += lo > 0 or hi < 0
+    assert wrong / 2000 <= 0.05
+
+
+def test_the_exact_interval_agrees_with_the_count_of_arrangements():
+    import itertools
+    n, m = 4, 3
+    counts = [0] * (n * m + 1)
+    for pos in itertools.combinations(range(n + m), n):
+        counts[sum(1 for x in pos for y in range(n + m) if y not in pos and y < x)] += 1
+    cdf = list(itertools.accumulate(c / math.comb(n + m, n) for c in counts))
+    assert compare.u_cdf(n, m) == pytest.approx(cdf)
 
 
 def test_a_figure_in_no_family_is_judged_alone(tmp_path):
