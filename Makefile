@@ -1,5 +1,5 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
-.PHONY: setup test run list references summary report clean slowdown compare spread sweep generate \
+.PHONY: setup test run list references summary report clean slowdown ab compare spread sweep generate \
         cluster-up cluster-status cluster-down cluster-pull cluster-images setup-images images images-run pull-images fresh-machine \
         bind-image \
         site
@@ -62,6 +62,24 @@ ifeq ($(COMPARE_STATUS),1)
 MAKEFLAGS += -q
 endif
 endif
+
+# make ab the same way: the run's progress goes to stderr as it runs, its verdict is printed after.
+AB_CMD = $(if $(ROUNDS),TESTBED_AB_ROUNDS="$(ROUNDS)") $(if $(INJECT),TESTBED_AB_INJECT="$(INJECT)") \
+	$(if $(THRESHOLD),TESTBED_AB_THRESHOLD="$(THRESHOLD)") bash ci/ab.sh "$(A)" "$(B)" $(ARGS)
+ifeq ($(MAKECMDGOALS),ab)
+AB_OUT := $(shell mktemp /tmp/testbed-ab.XXXXXX)
+AB_RUN := $(shell $(AB_CMD) > $(AB_OUT))
+AB_STATUS := $(.SHELLSTATUS)
+AB_TEXT := $(file < $(AB_OUT))
+$(if $(AB_TEXT),$(info $(AB_TEXT)))
+$(shell rm -f $(AB_OUT))
+ifeq ($(AB_STATUS),1)
+MAKEFLAGS += -q
+endif
+endif
+
+ab:               ## A and B in one job, launch by launch (ABBA), the quick p2p matrix [ROUNDS=24 INJECT= THRESHOLD=0.02]; exit 0 same, 1 slower, 2 bad input
+	@[ "$(AB_STATUS)" = 0 ] || [ "$(AB_STATUS)" = 1 ] || exit 2
 
 compare:          ## is B slower than A? A, B: run reports or stored session UUIDs [STACK_A= STACK_B= THRESHOLD= TESTS= ALLOW_MACHINES=1]; exit 0 same, 1 slower, 2 bad input
 	@[ "$(COMPARE_STATUS)" = 0 ] || [ "$(COMPARE_STATUS)" = 1 ] || exit 2

@@ -19,6 +19,11 @@
  *                           point-to-point call runs as it is, or as a loop of
  *                           MPI_Test over its nonblocking form, each test padded
  *                           (below)
+ *   TESTBED_SLOWDOWN_COPY   N (1 <= N <= 16): every send (MPI_Send, Ssend, Isend,
+ *                           Issend) first copies its buffer N times into a scratch
+ *                           buffer, a regression of the kind a library makes when
+ *                           it stages a buffer it did not need to; with or without
+ *                           a factor (the factor then pads the call as usual)
  *   TESTBED_SLOWDOWN_HANG   CALL:N:RANK, e.g. MPI_Recv:200:1: rank RANK's N-th call
  *                           of CALL never returns (a deadlocked library, for the
  *                           hang watchdog's proof: apps/common/tb_watchdog.h);
@@ -100,12 +105,12 @@ typedef intptr_t I;
 /* Every call the shim can slow; the index is its bit in `slowed`. */
 enum { SEND, SSEND, ISEND, ISSEND, RECV, IRECV, WAIT, WAITALL, ALLREDUCE,
        REDUCE, BARRIER, BCAST, IPROBE, CBLAS_DGEMM, DGEMM, NCALLS, INIT = NCALLS,
-       TEST, TESTALL, NREAL };   /* after NCALLS: called, never slowed themselves */
+       TEST, TESTALL, TYPE_SIZE, NREAL };   /* after NCALLS: called, never slowed themselves */
 static const char *const names[NREAL] = {
     "MPI_Send", "MPI_Ssend", "MPI_Isend", "MPI_Issend", "MPI_Recv", "MPI_Irecv",
     "MPI_Wait", "MPI_Waitall", "MPI_Allreduce", "MPI_Reduce", "MPI_Barrier",
     "MPI_Bcast", "MPI_Iprobe", "cblas_dgemm", "dgemm_", "MPI_Init", "MPI_Test",
-    "MPI_Testall",
+    "MPI_Testall", "MPI_Type_size",
 };
 /* What p2p, su3_rmd and HPL spend their timed regions in. Not by default:
  * MPI_Barrier and MPI_Bcast (set-up and sample boundaries, outside the timed
@@ -125,6 +130,7 @@ static __thread int64_t last_exit; /* when the thread's last wrapped call return
 static int sends_before;        /* TESTBED_SLOWDOWN_SENDS=before */
 static __thread int64_t last_own[NCALLS]; /* a call's own time, ns, at its last return */
 static int polls;               /* TESTBED_SLOWDOWN_WAITS=poll */
+static int copies;              /* TESTBED_SLOWDOWN_COPY: extra copies of each send buffer */
 
 static void bad(const char *var, const char *val, const char *why)
 {
@@ -190,14 +196,21 @@ __attribute__((constructor)) static void configure(void)
     const char *h = getenv("TESTBED_SLOWDOWN_HANG");
     if (h && *h)
         configure_hang(h);
-    const char *f = getenv("TESTBED_SLOWDOWN");
-    if (!f || !*f)
-        return;
     const char *pause = getenv("TESTBED_SLOWDOWN_PAUSE");
     if (pause && *pause && access(pause, F_OK) == 0)
         return;                 /* a baseline of the job: full speed */
     char *end;
     errno = 0;
+    const char *c = getenv("TESTBED_SLOWDOWN_COPY");
+    if (c && *c) {
+        long n = strtol(c, &end, 10);
+        if (end == c || *end || errno || n < 1 || n > 16)
+            bad("TESTBED_SLOWDOWN_COPY", c, "expected a number of extra copies from 1 to 16");
+        copies = (int)n;
+    }
+    const char *f = getenv("TESTBED_SLOWDOWN");
+    if (!f || !*f)
+        return;
     double v;
     if (*f == '+') {            /* "+Nns" */
         long n = strtol(f + 1, &end, 10);
@@ -479,6 +492,36 @@ static int polled(int rc)
     return rc;
 }
 
+/* TESTBED_SLOWDOWN_COPY: `copies` copies of a send's buffer (count x the type's size,
+ * MPI_Type_size found like the real calls) into a scratch buffer of the thread's. */
+static __thread char *scratch;
+static __thread size_t scratch_len;
+
+static void copy_send_buffer(I buf, I count, I type)
+{
+    int size = 0;
+    if (((int (*)(I, int *))resolve(TYPE_SIZE))(type, &size) || size <= 0 || count <= 0)
+        return;
+    size_t len = (size_t)size * (size_t)count;
+    if (len > scratch_len) {
+        free(scratch);
+        scratch = malloc(len);
+        scratch_len = scratch ? len : 0;
+        if (!scratch)
+            return;
+    }
+    for (int k = 0; k < copies; k++) {
+        memcpy(scratch, (const void *)buf, len);
+        __asm__ __volatile__("" : : "r"(scratch) : "memory");   /* the copy stays */
+    }
+}
+
+#define IS_SEND(i) ((i) == SEND || (i) == SSEND || (i) == ISEND || (i) == ISSEND)
+/* A call's first three arguments (buffer, count, type for a send), padded for calls
+ * with fewer, which never copy. */
+#define FIRST3(...) FIRST3_(__VA_ARGS__, 0, 0, 0)
+#define FIRST3_(a, b, c, ...) a, b, c
+
 /* One wrapper for a call returning int; PARAMS names the arguments, ARGS passes them.
  * WRAP_POLLED: a blocking call that "poll" runs as POLL, an int expression (CAN: 1). */
 #define WRAP(i, name, PARAMS, ARGS) WRAP_POLLED(i, name, PARAMS, ARGS, 0, 0)
@@ -489,6 +532,8 @@ static int polled(int rc)
         fn_t fn = (fn_t)resolve(i);                                  \
         if (hang_call == (i))                                        \
             hang_point();                                            \
+        if (copies && IS_SEND(i) && !depth)                          \
+            copy_send_buffer(FIRST3 ARGS);                           \
         int slow = ACTIVE(i);                                        \
         if (!slow && !bounds_work())                                 \
             return fn ARGS;                                          \
@@ -597,6 +642,9 @@ int MPI_Init(I argc, I argv)
     if (hang_call >= 0 && my_rank == hang_rank)
         fprintf(stderr, "slowdown: hang armed: %s call %ld on rank %d (pid %d)\n",
                 names[hang_call], hang_nth, hang_rank, (int)getpid());
+    if (copies)
+        fprintf(stderr, "slowdown: active copy x%d of every send buffer (pid %d)\n", copies,
+                (int)getpid());
     if (extra > 0.0) {
         char list[512] = "";
         for (int i = 0; i < NCALLS; i++)

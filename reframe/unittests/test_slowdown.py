@@ -166,6 +166,15 @@ def test_fixed_wait_pads_every_rank(built):
     assert all(int(calls) > 0 and int(turns) >= 1 for _, calls, turns in accounts)
 
 
+def test_copy_copies_every_send_buffer_and_slows_the_large_messages(built):
+    # the second kind of slowdown (make ab): 16 extra copies of 1 MiB cost far more than the
+    # noise of a launch; times only compared within one launch pair, one-sided
+    plain = medians(p2p(built))
+    proc = p2p(built, TESTBED_SLOWDOWN_COPY='16')
+    assert proc.stderr.count('slowdown: active copy x16 of every send buffer') == 2, proc.stderr
+    assert medians(proc)[1048576] > plain[1048576]
+
+
 def test_inactive_shim_says_nothing(built):
     for env in ({}, {'TESTBED_SLOWDOWN': ''}, {'TESTBED_SLOWDOWN': '1'}):
         proc = p2p(built, **env)
@@ -190,6 +199,8 @@ def test_inactive_shim_says_nothing(built):
      "poll pads every test by the factor"),
     ({'TESTBED_SLOWDOWN': '1.5', 'TESTBED_SLOWDOWN_WAITS': 'poll',
       'TESTBED_SLOWDOWN_SENDS': 'before'}, "TESTBED_SLOWDOWN_WAITS='poll': poll pads"),
+    ({'TESTBED_SLOWDOWN_COPY': '0'}, "TESTBED_SLOWDOWN_COPY='0': expected a number of extra "
+                                     "copies from 1 to 16"),
 ])
 def test_bad_setting_stops_the_job_naming_the_variable(built, env, message):
     proc = p2p(built, **env)
