@@ -23,8 +23,10 @@ The statistics, per figure (nothing assumes a distribution; one slow outlier mov
     range of the differences) excludes 0 by chance with probability 2 / C(n+m, n), so at 95 %
     over 48 figures a figure needs 7 samples a side (lower_index, samples_needed). Such a
     figure is reported and not judged, and the Bonferroni count is over the figures judged.
-Families: the modes of P2PMatrix (one size range, one stack, one size) answer one question
-measured at different minutes. On this machine type the VM's state triples a latency for a
+Families: the modes of P2PMatrix (one size range, one stack, one size), PvmMatrix's send and
+receive calls and encodings of one route, both packings (15 members; figures named
+MEMBER/figure@size, testbed/samples.py), OneSided's Put and Get over its synchronisations (6
+where all three run), answer one question measured at different minutes. On this machine type the VM's state triples a latency for a
 minute at a time, and that moves one or two modes (docs/measurement.md); a slower library
 moves them all. So a family of at least FAMILY_MIN members is judged by the median over its
 members' ratios, with the sign test's interval for that median (Bonferroni over families).
@@ -126,10 +128,12 @@ def check_machines(report_a, report_b, where=('A', 'B')):
 def failed_cases(report, stack=None):
     """Names of the counted cases (of `stack`, if given) that failed before their figures
     were measured (their figures are not judged; said beside the table)."""
+    def measured(tc):
+        return tc.get('result') in ('pass', 'skip') or (
+            tc.get('result') == 'fail' and tc.get('fail_phase') == 'performance')
     return sorted({f'{tc.get("display_name") or tc.get("name")} @{results.case_stack(tc)}'
-                   for tc in results.final_cases(report)
-                   if not tc.get('fixture') and stack in (None, results.case_stack(tc)) and tc.get('result') not in ('pass', 'skip') and
-                   not (tc.get('result') == 'fail' and tc.get('fail_phase') == 'performance')})
+                   for tc in results.final_cases(report) if not tc.get('fixture') and
+                   stack in (None, results.case_stack(tc)) and not measured(tc)})
 
 
 def positive_samples(values, where):
@@ -284,10 +288,23 @@ def binomial_cdf(k, n):
     return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
 
 
+#: the parameters whose values are members of one family: P2PMatrix's modes, PvmMatrix's
+#: packings (with the calls and encodings in the figure's name), OneSided's synchronisations
+MEMBER_PARAMETERS = ('mode', 'pack', 'sync')
+
+
 def family_of(test):
-    """The test without its mode parameter: the modes of one family are replicates of one
-    question (is this library slower at this size?) measured at different minutes."""
-    return re.sub(r' %mode=\S+', '', test)
+    """The test without its member parameters: the members of one family are replicates of
+    one question (is this library slower at this size?) measured at different minutes."""
+    return re.sub(r' %(?:' + '|'.join(MEMBER_PARAMETERS) + r')=\S+', '', test)
+
+
+def family_figure(figure):
+    """The figure without its member: 'send-recv/raw/half_round_trip_us@8' (PVM's calls and
+    encodings, one-sided's operations: testbed/samples.py) is a member of the family
+    'half_round_trip_us@8'; a stack prefix ('pvm-3.4: ...') stays."""
+    stack, sep, rest = figure.rpartition(': ')
+    return stack + sep + rest.rpartition('/')[2]
 
 
 def families(rows, threshold, confidence):
@@ -299,7 +316,8 @@ def families(rows, threshold, confidence):
     groups = {}
     for r in rows:
         if r['ratio'] is not None:
-            groups.setdefault((family_of(r['test']), r['figure']), []).append(r)
+            groups.setdefault((family_of(r['test']), family_figure(r['figure'])),
+                              []).append(r)
     big = {k: v for k, v in groups.items() if len(v) >= FAMILY_MIN}
     alpha = (1 - confidence) / max(len(big), 1)
     out = []

@@ -10,6 +10,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before
 
+from testbed import samples
 from testbed.binding import placement_problem
 from testbed.checks import AppBuild, ReferenceLookup, compiler_of, records, stack_of
 from testbed.launch import StackLaunch
@@ -190,7 +191,8 @@ class PvmMatrixBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     @run_after('sanity')
     def keep_tables(self):
-        """Library version for the report; every size's statistics as a CSV beside the log."""
+        """Library version for the report; every size's statistics as a CSV beside the log;
+        every sample in the report (figure_samples) for testbed.compare."""
         run = records(self._out(), 'P2P-RUN')[0]
         self.library_version = run.get('library_version', 'unknown')
         cols = ['transport', 'pair', 'variant', 'size_bytes', 'samples', 'reps_per_sample',
@@ -201,6 +203,7 @@ class PvmMatrixBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             fh.write('# ' + json.dumps(run) + '\n' + ','.join(cols) + '\n')
             for r in records(self._out(), 'P2P'):
                 fh.write(','.join(str(r.get(c, '')) for c in cols) + '\n')
+        self.figure_samples = samples.pvm(records(self._out(), 'P2P'), self.route)
 
 
 class PvmSpawnBuild(PvmBuild):

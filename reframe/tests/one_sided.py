@@ -21,10 +21,11 @@ import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
 from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 
-from testbed import binding
+from testbed import binding, samples
 from testbed.checks import AppBuild, records, stack_of
 from testbed.launch import StackLaunch
 from testbed.sizes import SCHEDULES
@@ -45,6 +46,8 @@ class OneSided(StackLaunch, rfm.RunOnlyRegressionTest):
     min_time_ms = variable(float, value=1.0)
     #: the summary's case column
     reference_case = variable(str, value='')
+    #: every one-sided sample, for testbed.compare (testbed/samples.py names them)
+    figure_samples = variable(typ.Dict[str, typ.List[float]], value={})
     valid_systems = ['*']
     valid_prog_environs = ['+mpi -no-p2p']   # the p2p family: a stack opts out with no-p2p
     num_tasks = 2
@@ -120,6 +123,7 @@ class OneSided(StackLaunch, rfm.RunOnlyRegressionTest):
     def keep_version(self):
         self.library_version = records(self._out(), 'P2P-RUN')[0].get('library_version',
                                                                        'unknown')
+        self.figure_samples = samples.rma(self._rows())     # for testbed.compare
 
     def _row(self, transport, op, size):
         """The record of (transport, size) in the measurement of `op`: the Send-Recv baseline

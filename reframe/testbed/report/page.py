@@ -243,8 +243,12 @@ def apps(run, pre):
 
 def run_section(run, pre):
     """Every per-report section; returns [(anchor, title, html)]."""
+    from testbed.report import families      # it draws with this module's helpers
     return [(f'{pre}-curves', 'Point-to-point curves (NetPIPE style)', p2p_curves(run, pre)),
             (f'{pre}-pairs', 'Pair matrix per stack', pair_matrix(run, pre)),
             (f'{pre}-raw', 'Ratios to the raw layers', raw_layers(run, pre)),
             (f'{pre}-peers', 'Peers: IMB and NetPIPE', peers(run, pre)),
-            (f'{pre}-apps', 'Applications: HPL, su3_rmd, start-up', apps(run, pre))]
+            (f'{pre}-apps', 'Applications: HPL, su3_rmd, start-up', apps(run, pre)),
+            (f'{pre}-pvm', 'PVM: send and receive calls, encodings', families.pvm(run, pre)),
+            (f'{pre}-rma', 'MPI one-sided: Put and Get beside Send-Recv',
+             families.one_sided(run, pre))]
