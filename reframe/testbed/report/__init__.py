@@ -37,7 +37,7 @@ def overview(runs):
             + ''.join(rows) + '</table>')
 
 
-def render(runs):
+def render(runs, stored=()):
     toc, body = [], []
     for i, run in enumerate(runs):
         pre = f'r{i}'
@@ -51,7 +51,7 @@ def render(runs):
     toc.append('<li><a href="#series">Version series</a> (also alone: '
                '<a href="series.html">series.html</a>)</li>')
     body.append('<h2 id="series">Version series (stacks named family-X.Y.Z)</h2>'
-                + ''.join(series.section(runs)))
+                + stored_note(stored) + ''.join(series.section(runs + list(stored))))
     head = (f'Made {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())} from {len(runs)} '
             'ReFrame run report(s). Units: us = microseconds, half of a round trip; MB/s = 10^6 '
             'bytes per second; size ranges as in docs/measurement.md.')
@@ -64,19 +64,41 @@ def document(title, body):
             f'</title><style>{CSS}</style></head><body><h1>{title}</h1>{body}</body></html>\n')
 
 
-def render_series(runs):
+def render_series(runs, stored=()):
     """The version series alone: a page that opens on it (a headless browser does not scroll
     to an anchor before its screenshot)."""
     return document('MPI testbed report: version series', '<p><a href="index.html">The whole '
-                    'report</a>.</p>' + overview(runs) + ''.join(series.section(runs)))
+                    'report</a>.</p>' + overview(runs) + stored_note(stored)
+                    + ''.join(series.section(runs + list(stored))))
 
 
-def build(paths, out_dir):
-    """Read every report (a bad one raises data.ReportError); write out_dir/index.html and
-    out_dir/series.html; return the first."""
+def stored_note(stored):
+    if not stored:
+        return ''
+    return (f'<p>Also from the results storage (read-only), {len(stored)} stored session(s) '
+            'that ran releases site/versions.toml lists: '
+            + ', '.join(escape(f'{r.session[:8]} ({r.time_start})') for r in stored) + '.</p>')
+
+
+def release_names():
+    """The stacks of the version series: every stack site/versions.toml lists."""
+    from testbed import registry
+    try:
+        return set(registry.load(registry.REPO / 'site' / 'versions.toml').stacks)
+    except registry.RegistryError as err:
+        raise data.ReportError(str(err)) from None
+
+
+def build(paths, out_dir, stored=False):
+    """Read every report (a bad one raises data.ReportError) and, where `stored` (the command
+    line's default), the stored sessions that ran a release of site/versions.toml (for the
+    version series); write out_dir/index.html and out_dir/series.html; return the first."""
     runs = [data.load(p) for p in paths]
+    given = {r.session for r in runs}
+    kept = [r for r in data.stored_releases(release_names()) if r.session not in given] \
+        if stored else []
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / 'index.html').write_text(render(runs))
-    (out / 'series.html').write_text(render_series(runs))
+    (out / 'index.html').write_text(render(runs, kept))
+    (out / 'series.html').write_text(render_series(runs, kept))
     return out / 'index.html'

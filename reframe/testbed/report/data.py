@@ -31,6 +31,8 @@ class Run:
     cases: list
     versions: dict = field(default_factory=dict)
     stacks: list = field(default_factory=list)
+    #: {stack: its configure flags} for stacks built here (StackLaunch's stack_configure)
+    configure: dict = field(default_factory=dict)
 
 
 def _require(path, where, obj, key, kind):
@@ -48,6 +50,29 @@ def load(path):
         report = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ReportError(f'{path}: cannot read run report: {err}') from None
+    return from_report(report, path)
+
+
+def stored_releases(names, reports=None):
+    """Runs of the stored sessions (testbed.storage, read-only) that ran a stack of `names`
+    (the releases site/versions.toml lists), each as 'results storage, session UUID'; the
+    version series takes each release from the newest. `reports` for tests."""
+    from testbed import storage
+    try:
+        reports = storage.sessions() if reports is None else reports
+    except storage.StorageError as err:
+        raise ReportError(str(err)) from None
+    out = []
+    for report in reports:
+        cases = results.final_cases(report)
+        if any(stack_of(tc) in names for tc in cases if not tc.get('fixture')):
+            uuid = (report.get('session_info') or {}).get('uuid', '?')
+            out.append(from_report(report, Path(f'results storage, session {uuid}')))
+    return out
+
+
+def from_report(report, path):
+    """A Run of a report already read; `path` names it in errors and on the page."""
     info = _require(path, 'top level', report, 'session_info', dict)
     runs = _require(path, 'top level', report, 'runs', list)
     for i, run in enumerate(runs):
@@ -61,7 +86,8 @@ def load(path):
                                   ' expected {name: [value, ref, lower, upper, unit, ...]}')
     cases = [tc for tc in results.final_cases(report) if not tc.get('fixture')]
     run = Run(path, report, str(info.get('uuid') or 'unknown session'),
-              _when(info.get('time_start')), _machine(path, cases), cases)
+              _when(info.get("time_start")), _machine(path if path.exists() else None, cases),
+              cases)
     for tc in cases:
         stack = stack_of(tc)
         if stack not in run.stacks:
@@ -69,6 +95,9 @@ def load(path):
         version = tc.get('library_version')
         if version not in (None, '', 'unknown', '<undefined>'):
             run.versions.setdefault(stack, version)
+        flags = tc.get('stack_configure')
+        if flags not in (None, '', '<undefined>'):
+            run.configure.setdefault(stack, flags)
     return run
 
 

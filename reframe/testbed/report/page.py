@@ -33,8 +33,15 @@ def svg_stamp(run):
     return f'ReFrame session {run.session[:8]} | {run.time_start} | {where}'
 
 
+def stack_text(run, stack):
+    """'STACK: VERSION', with the configure flags of a stack built here."""
+    flags = run.configure.get(stack)
+    return (f'{stack}: {run.versions.get(stack, "version not reported")}'
+            + (f' (built here, configure {flags})' if flags else ''))
+
+
 def caption(run, stacks, what=''):
-    versions = '; '.join(f'{s}: {run.versions.get(s, "version not reported")}' for s in stacks)
+    versions = '; '.join(stack_text(run, s) for s in dict.fromkeys(stacks))
     return (f'<figcaption>{escape(what)}<span class="stamp">ReFrame session {escape(run.session)}'
             f', {escape(run.time_start)}, {escape(machine_text(run.machine))}. '
             f'Stacks: {escape(versions)}.</span></figcaption>')

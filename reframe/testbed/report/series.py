@@ -5,7 +5,8 @@ from html import escape
 
 from testbed.report import svg
 from testbed.report.data import perf, releases, stack_of
-from testbed.report.page import BASE_MODE, MBS, US, figure, machine_text, note, slug
+from testbed.report.page import (BASE_MODE, MBS, US, figure, machine_text, note, slug,
+                                 stack_text)
 
 SLOWER, FASTER = '#c0392b', '#1f5fbf'
 
@@ -139,8 +140,7 @@ def section(runs):
                'or faster (blue) from one release to the next.<span class="stamp">' +
                ' '.join(escape(f'ReFrame session {sid}, {run.time_start}, '
                                f'{machine_text(run.machine)}: ' + '; '.join(
-                                   f'{s}: {run.versions.get(s, "version not reported")}'
-                                   for s in stacks) + '.')
+                                   stack_text(run, s) for s in stacks) + '.')
                         for sid, (run, stacks) in by_session.items()) + '</span></figcaption>')
         out += [_chart(family, rels, pairs, spec, stamp, cap) for spec in CHARTS]
         out.append(_mark_table(rels, pairs))
