@@ -55,9 +55,11 @@ python3 -m testbed.references status || exit 2
 # version, knobs, machine record and commit.
 . "$repo/ci/session_tags.sh"
 extras=$(session_tags "$profile")
+# ReFrame's lines pass through testbed.progress, which adds one to stderr a minute: cases done,
+# cases left and the time left as the stored sessions of the same cases took it.
 reframe -c tests -r --exec-policy=serial --keep-stage-files "${args[@]}" \
-    --session-extras "$extras" --report-file "$report" "$@"
-rc=$?
+    --session-extras "$extras" --report-file "$report" "$@" | python3 -m testbed.progress
+rc=${PIPESTATUS[0]}
 python3 -m testbed.summary "$report" --out "$repo/reframe/summary" || rc=1
 echo "== the studies' directions (asserted on any machine: testbed/directions.py)"
 python3 -m testbed.directions "$report" || rc=1
