@@ -3,6 +3,7 @@ the samples, not on one summary figure, and exits non-zero when a figure got slo
 
     python3 -m testbed.compare A B [--stack-a S] [--stack-b S] [--threshold 0.05]
                                    [--confidence 0.95] [--tests REGEX] [--json FILE]
+                                   [--allow-machines]
 
 A and B are ReFrame run reports (JSON files, or archived runs' folders) or session UUIDs of
 ReFrame's results storage (`reframe --list-stored-sessions`); ReFrame's `--performance-compare`
@@ -26,10 +27,11 @@ The statistics, per figure (nothing assumes a distribution; one slow outlier mov
 Families: the modes of P2PMatrix (one size range, one stack, one size), PvmMatrix's send and
 receive calls and encodings of one route, both packings (15 members; figures named
 MEMBER/figure@size, testbed/samples.py), OneSided's Put and Get over its synchronisations (6
-where all three run), answer one question measured at different minutes. On this machine type the VM's state triples a latency for a
-minute at a time, and that moves one or two modes (docs/measurement.md); a slower library
-moves them all. So a family of at least FAMILY_MIN members is judged by the median over its
-members' ratios, with the sign test's interval for that median (Bonferroni over families).
+where all three run), answer one question measured at different minutes. On this machine
+type the VM's state triples a latency for a minute at a time, and that moves one or two modes
+(docs/measurement.md); a slower library moves them all. So a family of at least FAMILY_MIN
+members is judged by the median over its members' ratios, with the sign test's interval for
+that median (Bonferroni over families).
 Exit status: 1 if a family, or a figure in no family, is 'slower'; 0 if none; 2 on bad input
 (the file and the field named), and when A and B ran on different machine types (the cases'
 machine_type; --allow-machines compares them anyway). Cases that failed before measuring are
