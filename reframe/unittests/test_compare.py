@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from testbed import compare
+from testbed import compare, rankstats
 
 MODES = [f'{s}-{r}/complete' for s in ('Send', 'Isend', 'Ssend', 'Issend')
          for r in ('Recv', 'Irecv')] + ['Isend-Irecv/preposted', 'Send-Irecv/preposted',
@@ -138,7 +138,7 @@ def test_the_exact_interval_agrees_with_the_count_of_arrangements():
     for pos in itertools.combinations(range(n + m), n):
         counts[sum(1 for x in pos for y in range(n + m) if y not in pos and y < x)] += 1
     cdf = list(itertools.accumulate(c / math.comb(n + m, n) for c in counts))
-    assert compare.u_cdf(n, m) == pytest.approx(cdf)
+    assert rankstats.u_cdf(n, m) == pytest.approx(cdf)
 
 
 def test_a_figure_in_no_family_is_judged_alone(tmp_path):
