@@ -299,6 +299,19 @@ def table(rows, fams, singles, threshold, confidence):
     return '\n'.join(lines)
 
 
+def unmatched(fa, fb, where=('A', 'B')):
+    """A line naming the figures one side has and the other has not (a figure renamed, a case
+    not run or failed): not compared, and said."""
+    out = []
+    for side, mine, other in ((where[0], fa, fb), (where[1], fb, fa)):
+        only = sorted(k for k in mine if k not in other)
+        if only:
+            names = ', '.join(f'{t} {f}' for t, f in only[:3])
+            out.append(f'{len(only)} figure(s) only in {side}, not compared (renamed, not run or '
+                       f'failed on the other side): {names}' + (' ...' if len(only) > 3 else ''))
+    return '\n'.join(out) or 'every figure of each side is on the other'
+
+
 def verdict_text(r):
     if r['verdict'] == TOO_FEW:
         return f"{TOO_FEW} ({min(r['n_a'], r['n_b'])}, needs {r['needs']})"
@@ -384,6 +397,8 @@ def main(argv=None):
         print(f'compare: {args.a} and {args.b} have no figure in common (figure_samples of '
               'passed test cases)', file=sys.stderr)
         return 2
+    print(unmatched(figures(report_a, args.stack_a, args.tests, args.a),
+                    figures(report_b, args.stack_b, args.tests, args.b), (args.a, args.b)))
     fams, singles = families(rows, args.threshold, args.confidence)
     print(table(rows, fams, singles, args.threshold, args.confidence))
     if args.json:

@@ -104,3 +104,15 @@ def test_make_compare_exits_as_the_compare_does(tmp_path, b, allow, status):
     assert proc.returncode == status, proc.stderr
     if status < 2:
         assert 'figures on both sides' in proc.stdout
+
+
+def test_a_figure_renamed_between_sessions_is_named_not_compared(tmp_path, capsys):
+    b = report(2)
+    case = b['runs'][0]['testcases'][0]
+    case['figure_samples'] = {k.replace('half_round_trip_us', 'hrt_us'): v
+                              for k, v in case['figure_samples'].items()}
+    a = write(tmp_path, 'a.json', report(1))
+    assert compare.main([a, write(tmp_path, 'b.json', b)]) == 0
+    out = capsys.readouterr().out
+    assert f'4 figure(s) only in {a}, not compared' in out and 'half_round_trip_us@8' in out
+    assert '4 figure(s) only in' in out.split(a)[-1] and 'hrt_us@' in out
