@@ -63,3 +63,11 @@ def test_a_stack_built_here_is_stamped_with_its_configure_flags(tmp_path):
     assert 'mpich-4.1.3: Library 4.1.3 (built here, configure --with-device=ch3:sock ' \
         '--disable-fortran)' in page
     assert 'openmpi-5.0.8: Library 5.0.8;' in page or 'openmpi-5.0.8: Library 5.0.8.' in page
+
+
+def test_no_storage_yet_is_no_stored_series(tmp_path, monkeypatch):
+    monkeypatch.setenv('TESTBED_RESULTS_DB', str(tmp_path / 'none.db'))
+    quick = tmp_path / 'quick.json'
+    quick.write_text(json.dumps({'session_info': {'uuid': 'q'}, 'runs': [{'testcases': []}]}))
+    assert report_main.main([str(quick), '--out', str(tmp_path / 'out')]) == 0
+    assert 'no version series' in (tmp_path / 'out' / 'series.html').read_text()

@@ -58,6 +58,8 @@ def stored_releases(names, reports=None):
     (the releases site/versions.toml lists), each as 'results storage, session UUID'; the
     version series takes each release from the newest. `reports` for tests."""
     from testbed import storage
+    if reports is None and not storage.path().exists():
+        return []                    # nothing stored yet (a fresh machine): no stored series
     try:
         reports = storage.sessions() if reports is None else reports
     except storage.StorageError as err:
