@@ -87,7 +87,8 @@ mkdir -p reports
 rc=0
 reports=()
 sendrecv='P2PMatrix.*%mode=Send-Recv/complete.*%size_range'
-# profile MTU, then the test selection of that run
+# profile MTU, then the test selection of that run; ReFrame's lines pass through
+# testbed.progress (a line a minute: cases done, left, the time left from stored sessions)
 run_profile() {
     local prof=$1 mtu=$2; shift 2
     echo "== emulated cluster: 2 nodes, link profile $prof, MTU $mtu"
@@ -97,7 +98,9 @@ run_profile() {
     # No retries, one job at a time: the nodes share this machine's cores.
     reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
         "${environs[@]}" "$@" "${extra[@]}" -S P2PMatrix.samples="$samples" --report-file "$report" \
-        --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu")" || rc=1
+        --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu")" \
+        | python3 -m testbed.progress
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
     reports+=("$report")
     if [ -n "${with_fallback:-}" ]; then      # the stacks of the fallback launcher
         echo "== the same profile, the fallback launcher: $with_fallback"
@@ -106,7 +109,9 @@ run_profile() {
             -p "$(environs_of "$with_fallback")" -n "$sendrecv=quick" "${pvm[@]}" \
             -S P2PMatrix.samples="$samples" -S PvmMatrix.samples="$samples" "${extra[@]}" \
             --report-file "$report" \
-            --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu-fallback")" || rc=1
+            --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu-fallback")" \
+            | python3 -m testbed.progress
+        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
         reports+=("$report")
     fi
     if [ -n "${with_startup:-}" ] && [ -n "$startup" ]; then
@@ -115,7 +120,9 @@ run_profile() {
         reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
             -p "$(environs_of "$startup")" -n StartupTime -S StartupTime.np_list="$startup_np" \
             -S StartupTime.repeats="$startup_repeats" "${extra[@]}" --report-file "$startup_report" \
-            --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu-startup")" || rc=1
+            --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu-startup")" \
+            | python3 -m testbed.progress
+        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
     fi
     $cluster down $keep || rc=1
 }
