@@ -1,5 +1,5 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
-.PHONY: setup test run list references summary report clean slowdown ab compare spread sweep generate \
+.PHONY: setup test run list references summary report clean slowdown ab compare spread sweep generate history \
         cluster-up cluster-status cluster-down cluster-pull cluster-images setup-images images images-run pull-images fresh-machine \
         bind-image \
         site
@@ -83,6 +83,12 @@ ab:               ## A and B in one job, launch by launch (ABBA), the quick p2p 
 
 compare:          ## is B slower than A? A, B: run reports or stored session UUIDs [STACK_A= STACK_B= THRESHOLD= TESTS= ALLOW_MACHINES=1]; exit 0 same, 1 slower, 2 bad input
 	@[ "$(COMPARE_STATUS)" = 0 ] || [ "$(COMPARE_STATUS)" = 1 ] || exit 2
+
+history:          ## change points over the stored sessions of one PROFILE (quick) and MACHINE type (this one's; ALL) [SINCE=YYYY-MM-DD STACK= FIGURE=regex ORDER=version]; exit 0, 2 bad input
+	@TESTBED_REPO="$(CURDIR)" . ./site/env.sh && cd reframe && python3 -m testbed.history \
+	    --profile "$(or $(PROFILE),quick)" $(if $(MACHINE),--machine "$(MACHINE)") \
+	    $(if $(SINCE),--since "$(SINCE)") $(if $(STACK),--stack "$(STACK)") \
+	    $(if $(FIGURE),--figure "$(FIGURE)") $(if $(ORDER),--order "$(ORDER)")
 
 spread:           ## run-to-run CV of the small-size latencies over REPORTS, or the newest RUNS (3) archived quick runs
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && \

@@ -22,7 +22,10 @@ from testbed import origins, registry
 REFRAME_PIN = 'reframe-hpc==4.10.4'
 # polars: ReFrame's results storage needs it (sessions kept for testbed.compare and
 # --performance-compare); reframe-hpc's own requirement on it is skipped by pip (an extra marker).
-TOOL_PACKAGES = [REFRAME_PIN, 'polars==1.44.2', 'polars-runtime-32==1.44.2', 'pytest==8.3.5']
+# ruptures: make history's change points (testbed/changepoints.py), with the numpy and scipy pip
+# resolved for it here (scipy also serves testbed.ab).
+TOOL_PACKAGES = [REFRAME_PIN, 'polars==1.44.2', 'polars-runtime-32==1.44.2', 'pytest==8.3.5',
+                 'ruptures==1.1.10', 'numpy==2.4.6', 'scipy==1.17.1']
 # What every build and job needs besides the stacks: compilers, make, venv support, setpriv
 # (util-linux), ps (procps); for HPL single-threaded OpenBLAS, patch, and curl to fetch the
 # hpcc source from Debian's archive.

@@ -11,7 +11,7 @@ import time
 from html import escape
 from pathlib import Path
 
-from testbed.report import data, page, series
+from testbed.report import data, history, page, series
 
 CSS = """body{font-family:sans-serif;margin:1.2em;max-width:1500px;color:#222}
 h1{font-size:1.5em}h2{border-bottom:1px solid #aaa;margin-top:1.6em}
@@ -37,7 +37,7 @@ def overview(runs):
             + ''.join(rows) + '</table>')
 
 
-def render(runs, stored=()):
+def render(runs, stored=(), past=()):
     toc, body = [], []
     for i, run in enumerate(runs):
         pre = f'r{i}'
@@ -52,6 +52,10 @@ def render(runs, stored=()):
                '<a href="series.html">series.html</a>)</li>')
     body.append('<h2 id="series">Version series (stacks named family-X.Y.Z)</h2>'
                 + stored_note(stored) + ''.join(series.section(runs + list(stored))))
+    if past:
+        toc.append('<li><a href="#history">History of the quick profile</a></li>')
+        body.append('<h2 id="history">History: the stored quick sessions of this machine type, '
+                    'change points marked</h2>' + ''.join(past))
     head = (f'Made {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())} from {len(runs)} '
             'ReFrame run report(s). Units: us = microseconds, half of a round trip; MB/s = 10^6 '
             'bytes per second; size ranges as in docs/measurement.md.')
@@ -92,13 +96,15 @@ def release_names():
 def build(paths, out_dir, stored=False):
     """Read every report (a bad one raises data.ReportError) and, where `stored` (the command
     line's default), the stored sessions that ran a release of site/versions.toml (for the
-    version series); write out_dir/index.html and out_dir/series.html; return the first."""
+    version series) and the history of the quick profile (report/history.py); write
+    out_dir/index.html and out_dir/series.html; return the first."""
     runs = [data.load(p) for p in paths]
     given = {r.session for r in runs}
     kept = [r for r in data.stored_releases(release_names()) if r.session not in given] \
         if stored else []
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / 'index.html').write_text(render(runs, kept))
+    past = history.section() if stored else []
+    (out / 'index.html').write_text(render(runs, kept, past))
     (out / 'series.html').write_text(render_series(runs, kept))
     return out / 'index.html'
