@@ -15,10 +15,13 @@ def test_versions_file_loads_and_pins_each_release_it_names():
     reg = registry.load(VERSIONS)
     assert reg.stacks
     for name, stack in reg.stacks.items():
-        family, version = re.fullmatch(r'(mpich|openmpi)-(\d+(?:\.\d+)+)', name).groups()
+        family, version = re.fullmatch(r'(mpich|openmpi|intel-mpi)-(\d+(?:\.\d+)+)',
+                                       name).groups()
         assert stack.family == family and stack.origin == 'pypi'
-        # one wheel, pinned to exactly the release in the name (own venv: install.py --no-deps)
-        assert stack.packages == (f'{family}=={version}',)
+        # the wheels, pinned to exactly the release in the name (own venv: install.py
+        # --no-deps): one for MPICH and Open MPI; Intel MPI's wrappers and its runtime
+        wheels = ('impi-devel', 'impi-rt') if family == 'intel-mpi' else (family,)
+        assert stack.packages == tuple(f'{w}=={version}' for w in wheels)
         assert stack.compiler == f'{reg.prefix_root}/{name}/bin/mpicc'
         assert stack.launch_command(2)[0].startswith(f'{reg.prefix_root}/{name}/bin/')
         assert 'mpi' in stack.features
