@@ -82,7 +82,7 @@ def locate(y, min_size=MIN_SIZE):
 def p_value(y, level, min_size=MIN_SIZE, seed=SEED):
     """The permutation test's p-value of y's best split: how often the values in a random order
     give a split that removes as much cost. A first pass of FIRST_RESAMPLES; where it is not
-    plainly above 5 %, enough more to resolve `level` (all orders when they are fewer)."""
+    plainly above 5 %, enough more to resolve `level`: 100 / level (all orders when fewer)."""
     def stat(x, axis):
         return split_gain(x, axis=axis, min_size=min_size)
 
@@ -94,7 +94,7 @@ def p_value(y, level, min_size=MIN_SIZE, seed=SEED):
     p = test(FIRST_RESAMPLES)
     if p > 0.05 or p > 100 * level:
         return p
-    return test(min(max(9999, math.ceil(20 / level)), 2_000_000))
+    return test(min(max(9999, math.ceil(100 / level)), 2_000_000))
 
 
 def interval(before, after, seed=SEED):

@@ -232,7 +232,7 @@ def describe(key, points, change):
     before, after = points[change.index - 1], points[change.index]
     return (f'{stack} | {case} | {fig}: x{change.ratio:.3f} (95 % interval '
             f'{change.low:.3f}..{change.high:.3f}; p = {change.p:.2g}; segments of '
-            f'{change.n_before} and {change.n_after} sessions)\n'
+            f'{change.n_before} and {change.n_after} values)\n'
             f'    before: {side(before)}\n    after:  {side(after)}')
 
 
