@@ -43,46 +43,33 @@ clean:            ## remove run outputs (not the installed stacks)
 	rm -rf reframe/output reframe/perflogs reframe/reports reframe/summary* reframe/reframe.log
 	rm -rf /var/tmp/mpi-testbed-$$(id -un)
 
-# make compare exits as testbed.compare does: 0 same, 1 slower, 2 bad input. Make itself exits
-# 2 whenever a recipe fails, whatever its status, so the compare runs while make reads this
-# file (its table kept in a file and printed), and its status picks make's: 1 is made by -q
-# (a phony goal is "not up to date"), 2 by a failing recipe.
+# make compare and make ab exit as their programs do: 0 same, 1 slower, 2 bad input. Make itself
+# exits 2 whenever a recipe fails, whatever its status, so the program runs while make reads this
+# file (its table kept in a file and printed, its progress on stderr as it runs), and its status
+# picks make's: 1 is made by -q (a phony goal is "not up to date"), 2 by a failing recipe.
 COMPARE_CMD = TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 -m testbed.compare "$(A)" "$(B)" \
 	    $(if $(STACK_A),--stack-a "$(STACK_A)") $(if $(STACK_B),--stack-b "$(STACK_B)") \
 	    $(if $(THRESHOLD),--threshold "$(THRESHOLD)") $(if $(TESTS),--tests "$(TESTS)") \
 	    $(if $(ALLOW_MACHINES),--allow-machines)
-ifeq ($(MAKECMDGOALS),compare)
-COMPARE_OUT := $(shell mktemp /tmp/testbed-compare.XXXXXX)
-COMPARE_RUN := $(shell $(COMPARE_CMD) > $(COMPARE_OUT))
-COMPARE_STATUS := $(.SHELLSTATUS)
-COMPARE_TEXT := $(file < $(COMPARE_OUT))
-$(if $(COMPARE_TEXT),$(info $(COMPARE_TEXT)))
-$(shell rm -f $(COMPARE_OUT))
-ifeq ($(COMPARE_STATUS),1)
-MAKEFLAGS += -q
-endif
-endif
-
-# make ab the same way: the run's progress goes to stderr as it runs, its verdict is printed after.
 AB_CMD = $(if $(ROUNDS),TESTBED_AB_ROUNDS="$(ROUNDS)") $(if $(INJECT),TESTBED_AB_INJECT="$(INJECT)") \
 	$(if $(THRESHOLD),TESTBED_AB_THRESHOLD="$(THRESHOLD)") bash ci/ab.sh "$(A)" "$(B)" $(ARGS)
-ifeq ($(MAKECMDGOALS),ab)
-AB_OUT := $(shell mktemp /tmp/testbed-ab.XXXXXX)
-AB_RUN := $(shell $(AB_CMD) > $(AB_OUT))
-AB_STATUS := $(.SHELLSTATUS)
-AB_TEXT := $(file < $(AB_OUT))
-$(if $(AB_TEXT),$(info $(AB_TEXT)))
-$(shell rm -f $(AB_OUT))
-ifeq ($(AB_STATUS),1)
+ifneq ($(filter $(MAKECMDGOALS),compare ab),)
+VERDICT_OUT := $(shell mktemp /tmp/testbed-verdict.XXXXXX)
+VERDICT_RUN := $(shell $(if $(filter compare,$(MAKECMDGOALS)),$(COMPARE_CMD),$(AB_CMD)) > $(VERDICT_OUT))
+VERDICT_STATUS := $(.SHELLSTATUS)
+VERDICT_TEXT := $(file < $(VERDICT_OUT))
+$(if $(VERDICT_TEXT),$(info $(VERDICT_TEXT)))
+$(shell rm -f $(VERDICT_OUT))
+ifeq ($(VERDICT_STATUS),1)
 MAKEFLAGS += -q
 endif
 endif
 
-ab:               ## A and B in one job, launch by launch (ABBA), the quick p2p matrix [ROUNDS=24 INJECT= THRESHOLD=0.02]; exit 0 same, 1 slower, 2 bad input
-	@[ "$(AB_STATUS)" = 0 ] || [ "$(AB_STATUS)" = 1 ] || exit 2
-
 compare:          ## is B slower than A? A, B: run reports or stored session UUIDs [STACK_A= STACK_B= THRESHOLD= TESTS= ALLOW_MACHINES=1]; exit 0 same, 1 slower, 2 bad input
-	@[ "$(COMPARE_STATUS)" = 0 ] || [ "$(COMPARE_STATUS)" = 1 ] || exit 2
+	@[ "$(VERDICT_STATUS)" = 0 ] || [ "$(VERDICT_STATUS)" = 1 ] || exit 2
+
+ab:               ## A and B in one job, launch by launch (ABBA), the quick p2p matrix [ROUNDS=24 INJECT= THRESHOLD=0.02]; exit 0 same, 1 slower, 2 bad input
+	@[ "$(VERDICT_STATUS)" = 0 ] || [ "$(VERDICT_STATUS)" = 1 ] || exit 2
 
 history:          ## change points over the stored sessions of one PROFILE (quick) and MACHINE type (this one's; ALL) [SINCE=YYYY-MM-DD STACK= FIGURE=regex ORDER=version]; exit 0, 2 bad input
 	@TESTBED_REPO="$(CURDIR)" . ./site/env.sh && cd reframe && python3 -m testbed.history \

@@ -32,10 +32,25 @@ export TESTBED_RUN_ID="${TESTBED_RUN_ID:-ab-$(date +%Y%m%d-%H%M%S)-$$}"
 export TESTBED_AB_A=$a TESTBED_AB_B=$b
 . "$repo/ci/session_tags.sh"
 extras=$(session_tags ab)
+# Progress, on stderr every 30 s: the launches the job has finished (their output files in the
+# test's stage, newer than this run's start) and the time left at this run's own pace.
+stage="${TESTBED_STAGEDIR:-/var/tmp/mpi-testbed-$(id -un)/stage}/testbed-local/default/${environs%%|*}/AbP2P"
+marker=$(mktemp /tmp/testbed-ab-start.XXXXXX)
+progress() {
+    local done total=$((2 * rounds)) start=$SECONDS nap
+    trap 'kill $nap 2>/dev/null; exit 0' TERM     # no sleep left behind
+    while sleep 30 & nap=$!; wait $nap; do
+        done=$(find "$stage" -maxdepth 1 -name '[ab]_*.out' -newer "$marker" 2>/dev/null | wc -l)
+        [ "$done" -gt 0 ] || continue
+        echo "ab: $done of $total launches done, about $(( (SECONDS - start) * (total - done) / done )) s left" >&2
+    done
+}
+progress & watcher=$!
 reframe -c tests/ab.py -r --exec-policy=serial --keep-stage-files -p "^($environs)\$" \
     -S "AbP2P.rounds=$rounds" "${inject[@]}" --session-extras "$extras" \
     --report-file "$report" "$@" > "${report%.json}.log" 2>&1
 rc=$?
+kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null; rm -f "$marker"
 if [ ! -s "$report" ]; then
     tail -20 "${report%.json}.log" >&2
     echo "ab: reframe wrote no report (exit $rc; log ${report%.json}.log)" >&2
