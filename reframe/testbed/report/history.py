@@ -1,7 +1,7 @@
 """The report's history section: figures against time over the stored sessions of this machine
-type and the quick profile (testbed/history.py), each change point marked. Drawn: every figure
-with a change point (the first MAX_CHANGED) and the headline figures (Send-Recv latency at 8 B
-and 1 MiB, every stack a line), so that the page stays small."""
+type and the quick profile (testbed/history.py), each change point marked. Drawn: the headline
+figures (Send-Recv latency at 8 B and 1 MiB, every stack a line) and every other figure with a
+change point (the first MAX_CHANGED), so that the page stays small."""
 import re
 from html import escape
 
@@ -38,11 +38,16 @@ def chart(fid, title, lines, changes, t0, fig, stamp):
                           logy=True, marks=marks)
 
 
+def change_text(key, pts, chs):
+    return f'{key[2]}: ' + ('; '.join(
+        f'change x{c.ratio:.3f} (95 % interval {c.low:.3f}..{c.high:.3f}) between '
+        f'{history.side(pts[c.index - 1])} and {history.side(pts[c.index])}'
+        for c in chs) or 'no change point') + '.'
+
+
 def caption(key, pts, chs):
-    what = '; '.join(f'change x{c.ratio:.3f} (95 % interval {c.low:.3f}..{c.high:.3f}) between '
-                     f'{history.side(pts[c.index - 1])} and {history.side(pts[c.index])}'
-                     for c in chs) or 'no change point'
-    return (f'<figcaption>{escape(key[2])}: {escape(key[0])}, {escape(key[1])}. {escape(what)}.'
+    return (f'<figcaption>{escape(key[0])}, {escape(key[1])}. '
+            f'{escape(change_text(key, pts, chs))}'
             f'<span class="stamp">Sessions {escape(pts[0].session.uuid[:8])} '
             f'({escape(pts[0].session.when)}) to {escape(pts[-1].session.uuid[:8])} '
             f'({escape(pts[-1].session.when)}).</span></figcaption>')
@@ -72,12 +77,15 @@ def section(profile='quick', mtype=None, db=None, archive=None):
             chs = [(k[2], series[k], c) for k in keys for c in found.get(k, [])]
             drawn = chart(f'history-{slug(fig)}', f'Send-Recv/complete, {fig}', lines, chs, t0,
                           fig, stamp)
-            out.append(f'<figure>{drawn}<figcaption>Every stack a line; changes marked.'
+            said = ' '.join(change_text(k, series[k], found.get(k, [])) for k in keys
+                            if found.get(k))
+            out.append(f'<figure>{drawn}<figcaption>Every stack a line. {escape(said)}'
                        '</figcaption></figure>')
-    for n, (key, chs) in enumerate(found.items()):
+    headline = {k for k in found if k[1] in HEADLINE_FIGURES and HEADLINE.match(k[0])}
+    for n, (key, chs) in enumerate((k, v) for k, v in found.items() if k not in headline):
         if n == MAX_CHANGED:
-            out.append(note(f'{len(found) - MAX_CHANGED} more figures with a change point: '
-                            'make history lists them.'))
+            out.append(note(f'{len(found) - len(headline) - MAX_CHANGED} more figures with a '
+                            'change point: make history lists them.'))
             break
         pts = series[key]
         drawn = chart(f'history-{slug(" ".join(key))}', f'{key[2]}: {key[1]}', [(key[2], pts)],
