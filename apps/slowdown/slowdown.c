@@ -19,10 +19,12 @@
  *                           point-to-point call runs as it is, or as a loop of
  *                           MPI_Test over its nonblocking form, each test padded
  *                           (below)
- *   TESTBED_SLOWDOWN_COPY   N (1 <= N <= 16): every send (MPI_Send, Ssend, Isend,
+ *   TESTBED_SLOWDOWN_COPY   N (0 < N <= 16): every send (MPI_Send, Ssend, Isend,
  *                           Issend) first copies its buffer N times into a scratch
  *                           buffer, a regression of the kind a library makes when
- *                           it stages a buffer it did not need to; with or without
+ *                           it stages a buffer it did not need to; a fraction
+ *                           copies that share of the buffer's bytes (0.1: a tenth,
+ *                           a graded slowdown of large messages); with or without
  *                           a factor (the factor then pads the call as usual)
  *   TESTBED_SLOWDOWN_HANG   CALL:N:RANK, e.g. MPI_Recv:200:1: rank RANK's N-th call
  *                           of CALL never returns (a deadlocked library, for the
@@ -130,7 +132,7 @@ static __thread int64_t last_exit; /* when the thread's last wrapped call return
 static int sends_before;        /* TESTBED_SLOWDOWN_SENDS=before */
 static __thread int64_t last_own[NCALLS]; /* a call's own time, ns, at its last return */
 static int polls;               /* TESTBED_SLOWDOWN_WAITS=poll */
-static int copies;              /* TESTBED_SLOWDOWN_COPY: extra copies of each send buffer */
+static double copies;           /* TESTBED_SLOWDOWN_COPY: extra copies of each send buffer */
 
 static void bad(const char *var, const char *val, const char *why)
 {
@@ -203,10 +205,11 @@ __attribute__((constructor)) static void configure(void)
     errno = 0;
     const char *c = getenv("TESTBED_SLOWDOWN_COPY");
     if (c && *c) {
-        long n = strtol(c, &end, 10);
-        if (end == c || *end || errno || n < 1 || n > 16)
-            bad("TESTBED_SLOWDOWN_COPY", c, "expected a number of extra copies from 1 to 16");
-        copies = (int)n;
+        double n = strtod(c, &end);
+        if (end == c || *end || errno || !(n > 0.0 && n <= 16.0))
+            bad("TESTBED_SLOWDOWN_COPY", c,
+                "expected a number of extra copies above 0 and at most 16 (0.1: a tenth)");
+        copies = n;
     }
     const char *f = getenv("TESTBED_SLOWDOWN");
     if (!f || !*f)
@@ -510,8 +513,10 @@ static void copy_send_buffer(I buf, I count, I type)
         if (!scratch)
             return;
     }
-    for (int k = 0; k < copies; k++) {
-        memcpy(scratch, (const void *)buf, len);
+    double left = copies;
+    for (; left > 0.0; left -= 1.0) {
+        size_t part = left >= 1.0 ? len : (size_t)(left * (double)len);
+        memcpy(scratch, (const void *)buf, part);
         __asm__ __volatile__("" : : "r"(scratch) : "memory");   /* the copy stays */
     }
 }
@@ -643,7 +648,7 @@ int MPI_Init(I argc, I argv)
         fprintf(stderr, "slowdown: hang armed: %s call %ld on rank %d (pid %d)\n",
                 names[hang_call], hang_nth, hang_rank, (int)getpid());
     if (copies)
-        fprintf(stderr, "slowdown: active copy x%d of every send buffer (pid %d)\n", copies,
+        fprintf(stderr, "slowdown: active copy x%g of every send buffer (pid %d)\n", copies,
                 (int)getpid());
     if (extra > 0.0) {
         char list[512] = "";

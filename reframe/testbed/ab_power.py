@@ -3,12 +3,15 @@
     python3 -m testbed.ab_power DIR [--threshold 0.02] [--confidence 0.95]
 
 DIR holds the run reports of ci/ab_power.sh: aa-K.json (the stack against itself) and
-inject-SETTING-K.json (B's launches slowed by the shim: a factor, '+Nns' or 'copy:N'). Every
+inject-SETTING-K.json (B's launches slowed by the shim: a factor, '+Nns' or 'copy:N',
+N a number of copies or a share of one). Every
 run is decided again here by testbed.ab with the same rule make ab prints. Per setting and
 family: how many runs called B slower (for A/A: false alarms; 'faster' counted apart), the
 median over the runs of the estimated ratio B/A (the injection's *effective* slowdown, which
 is not its factor: the shim's clock reads add tens of ns to every call) and of the smallest
-change each run could see. Rows are in order of effective slowdown, a detection-power curve.
+change each run could see. Rows are in order of effective slowdown, a detection-power curve;
+--svg FILE draws it (share of runs called slower against the effective ratio, per family and
+kind of slowdown, the A/A runs at the foot of every line).
 """
 import argparse
 import re
@@ -82,11 +85,42 @@ def table(rows_, threshold, confidence):
     return '\n'.join(lines)
 
 
+CURVE_MAX = 1.5     # slowdowns beyond this are caught every time; drawn, they squash the rest
+
+
+def curve(rows_):
+    """[(label, [(effective ratio, share called slower), ...])]: one line per family and kind
+    of slowdown (the shim's padding, the extra copy), each starting from the A/A runs; settings
+    whose effective ratio exceeds CURVE_MAX stay in the table only."""
+    fam_rows = [r for r in rows_ if r['ratio'] is not None]
+    out = []
+    for fam in ab.FAMILIES:
+        clean = [(r['ratio'], r['slower'] / r['runs']) for r in fam_rows
+                 if r['family'] == fam and r['setting'] == 'none (A/A)']
+        for kind, label in (('pad', 'padded calls'), ('copy', 'extra copy')):
+            pts = sorted((r['ratio'], r['slower'] / r['runs']) for r in fam_rows
+                         if r['family'] == fam and r['setting'] != 'none (A/A)'
+                         and r['ratio'] <= CURVE_MAX
+                         and r['setting'].startswith('copy:') == (kind == 'copy'))
+            if pts:
+                out.append((f'{fam}, {label}', [sorted(clean + pts)]))
+    return out
+
+
+def svg(rows_, threshold, stamp):
+    from testbed.report import svg as draw
+    return draw.line_chart('ab-power', 'make ab: share of runs called slower',
+                           curve(rows_), 'B/A as the runs estimated it (effective slowdown)',
+                           'share of runs called slower', stamp, logx=False,
+                           marks=[(1.0, 1.0 + threshold, 'threshold', '#999999')])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('folder', help="ci/ab_power.sh's folder of run reports")
     ap.add_argument('--threshold', type=float, default=ab.THRESHOLD)
     ap.add_argument('--confidence', type=float, default=0.95)
+    ap.add_argument('--svg', metavar='FILE', help='also draw the power curve into FILE')
     args = ap.parse_args(argv)
     if not Path(args.folder).is_dir():
         print(f'ab_power: {args.folder}: no such folder (ci/ab_power.sh makes one)',
@@ -99,7 +133,12 @@ def main(argv=None):
         print(f'ab_power: {args.folder}: no aa-K.json or inject-SETTING-K.json report to '
               'count', file=sys.stderr)
         return 2
-    print(table(rows(decided), args.threshold, args.confidence))
+    rows_ = rows(decided)
+    print(table(rows_, args.threshold, args.confidence))
+    if args.svg:
+        stamp = f'{Path(args.folder).resolve()}: {sum(map(len, decided.values()))} runs'
+        Path(args.svg).write_text(svg(rows_, args.threshold, stamp) + '\n')
+        print(f'power curve: {args.svg}')
     return 0
 
 

@@ -59,7 +59,7 @@ class AbP2P(StackLaunch, rfm.RunOnlyRegressionTest):
     rounds = variable(int, value=24)
     samples = variable(int, value=3)
     baselines = variable(str, value='none')
-    #: test-only: B's launches slowed by the shim ('' none; '1.05'; '+20ns'; 'copy:N')
+    #: test-only: B's launches slowed by the shim ('' none; '1.05'; '+20ns'; 'copy:N', N > 0)
     inject_b = variable(str, value='')
     #: every launch's figures, kept in the report for testbed.ab: JSON {"a": [launch, ...],
     #: "b": [...]} in round order, a launch a list of [pair, variant, size, us]

@@ -133,3 +133,20 @@ def test_power_table_counts_false_alarms_and_catches(tmp_path, capsys):
     assert 'not counted: inject-copy:1-1.json' in out
     assert '| 1.2 | bandwidth | 3 | 3 | 0 |' in out
     assert '| none (A/A) | any (exit status 1) | 3 | 0 |' in out
+
+
+def test_power_curve_draws_each_family_from_the_clean_runs(tmp_path, capsys):
+    for k in range(1, 3):
+        report(tmp_path / f'aa-{k}.json', [case(*rounds(24, seed=k))])
+        report(tmp_path / f'inject-copy:0.1-{k}.json',
+               [case(*rounds(24, slow_bandwidth=1.2, seed=20 + k))])
+    out = tmp_path / 'power.svg'
+    assert ab_power.main([str(tmp_path), '--svg', str(out)]) == 0
+    assert f'power curve: {out}' in capsys.readouterr().out
+    rows_ = ab_power.rows(ab_power.runs(tmp_path)[0])
+    lines = dict(ab_power.curve(rows_))
+    assert sorted(lines) == ['bandwidth, extra copy', 'latency, extra copy']
+    (bw,) = lines['bandwidth, extra copy']
+    assert bw[-1] == (pytest.approx(1.2, abs=0.05), 1.0)     # the slowed runs, all caught
+    assert bw[0][1] == 0.0                                  # the A/A runs, none called
+    assert out.read_text().count('class="data"') >= 4

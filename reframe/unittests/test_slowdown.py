@@ -175,6 +175,13 @@ def test_copy_copies_every_send_buffer_and_slows_the_large_messages(built):
     assert medians(proc)[1048576] > plain[1048576]
 
 
+def test_a_fractional_copy_copies_part_of_each_buffer(built):
+    # copy:0.1 is make ab's graded slowdown of large messages; only that it runs is asserted
+    proc = p2p(built, TESTBED_SLOWDOWN_COPY='0.1')
+    assert proc.stderr.count('slowdown: active copy x0.1 of every send buffer') == 2, proc.stderr
+    assert set(medians(proc)) >= {8, 1048576}
+
+
 def test_inactive_shim_says_nothing(built):
     for env in ({}, {'TESTBED_SLOWDOWN': ''}, {'TESTBED_SLOWDOWN': '1'}):
         proc = p2p(built, **env)
@@ -200,7 +207,8 @@ def test_inactive_shim_says_nothing(built):
     ({'TESTBED_SLOWDOWN': '1.5', 'TESTBED_SLOWDOWN_WAITS': 'poll',
       'TESTBED_SLOWDOWN_SENDS': 'before'}, "TESTBED_SLOWDOWN_WAITS='poll': poll pads"),
     ({'TESTBED_SLOWDOWN_COPY': '0'}, "TESTBED_SLOWDOWN_COPY='0': expected a number of extra "
-                                     "copies from 1 to 16"),
+                                     "copies above 0 and at most 16"),
+    ({'TESTBED_SLOWDOWN_COPY': '17'}, "TESTBED_SLOWDOWN_COPY='17': expected a number"),
 ])
 def test_bad_setting_stops_the_job_naming_the_variable(built, env, message):
     proc = p2p(built, **env)
