@@ -15,12 +15,15 @@ sometimes lands on another placement and moves every figure of the launch, so th
 heavy tails): the ratio B/A is exp of their Hodges-Lehmann estimate, its interval the Wilcoxon
 signed-rank interval at the confidence level corrected for the number of families
 (Bonferroni), and the verdict 'slower' when the interval lies above 1 and the ratio above
-1 + threshold, 'faster' when the mirror holds, else 'same'. Each family also says the smallest
+1 + threshold, 'faster' when the mirror holds, 'undecided' when the ratio passes both the
+threshold and what the run could see (below) but its interval reaches 1 (a few rounds on
+another placement widen it: run again with more rounds), else 'same'. Each family also says the smallest
 change the run could have seen (with power 0.9, from the rounds' robust spread): a 'same'
 means no change larger than that. With fewer rounds than MIN_ROUNDS a family is reported and
 not judged ('too few rounds').
 
-Exit status: 0 when no family is slower, 1 when one is, 2 on bad input (named).
+Exit status: 0 when no family is slower (an 'undecided' one is said, not gated on: only a
+slowdown the interval shows fails a run), 1 when one is, 2 on bad input (named).
 """
 import argparse
 import json
@@ -113,10 +116,13 @@ def judge(values, threshold=THRESHOLD, level=0.95):
     est, lo, hi = walsh_interval(values, level)
     p = 0.5 if not any(values) else float(
         stats.wilcoxon(values, alternative='greater').pvalue)
-    verdict = ('slower' if lo > 0 and est > math.log1p(threshold) else
-               'faster' if hi < 0 and est < -math.log1p(threshold) else 'same')
+    past = abs(est) > math.log1p(threshold)
+    seen = detectable(values, level)
+    verdict = ('slower' if lo > 0 and est > 0 and past else
+               'faster' if hi < 0 and est < 0 and past else
+               'undecided' if past and abs(est) > math.log1p(seen) else 'same')
     return dict(row, ratio=math.exp(est), lo=math.exp(lo), hi=math.exp(hi), p_slower=p,
-                detectable=detectable(values, level), verdict=verdict)
+                detectable=seen, verdict=verdict)
 
 
 def decide(a_rounds, b_rounds, threshold=THRESHOLD, confidence=0.95):
@@ -159,8 +165,11 @@ def table(case, decision, threshold, confidence):
                                                   for c in cells) + ' |')
     lines += ['', f'Families judged at {confidence:.0%} corrected for {len(FAMILIES)} families '
               f'(Bonferroni), threshold {threshold:.0%}: "slower" needs the interval above 1 '
-              f'and the ratio above {1 + threshold:.2f}. "could see": the smallest change this '
-              'run would call slower 9 times in 10, from the spread of its rounds.']
+              f'and the ratio above {1 + threshold:.2f}; "undecided": the ratio passes the '
+              'threshold and what the run could see, but its interval reaches 1 (run again '
+              'with more rounds, ROUNDS=48). '
+              '"could see": the smallest change this run would call slower 9 times in 10, '
+              'from the spread of its rounds.']
     return '\n'.join(lines)
 
 

@@ -3,11 +3,10 @@
     python3 -m testbed.ab_power DIR [--threshold 0.02] [--confidence 0.95]
 
 DIR holds the run reports of ci/ab_power.sh: aa-K.json (the stack against itself) and
-inject-SETTING-K.json (B's launches slowed by the shim: a factor, '+Nns' or 'copy:N',
-N a number of copies or a share of one). Every
-run is decided again here by testbed.ab with the same rule make ab prints. Per setting and
-family: how many runs called B slower (for A/A: false alarms; 'faster' counted apart), the
-median over the runs of the estimated ratio B/A (the injection's *effective* slowdown, which
+inject-SETTING-K.json (B's launches slowed by the shim: a factor, '+Nns' or 'copy:N', N a
+number of copies or a share of one). Every run is decided again here by testbed.ab with the
+same rule make ab prints. Per setting and family: how many runs called B slower (for A/A:
+false alarms; 'faster' and 'undecided' counted apart), the median over the runs of the estimated ratio B/A (the injection's *effective* slowdown, which
 is not its factor: the shim's clock reads add tens of ns to every call) and of the smallest
 change each run could see. Rows are in order of effective slowdown, a detection-power curve;
 --svg FILE draws it (share of runs called slower against the effective ratio, per family and
@@ -60,24 +59,28 @@ def rows(decided):
             out.append({'setting': setting or 'none (A/A)', 'family': fam, 'runs': len(judged),
                         'slower': sum(f['verdict'] == 'slower' for f in judged),
                         'faster': sum(f['verdict'] == 'faster' for f in judged),
+                        'undecided': sum(f['verdict'] == 'undecided' for f in judged),
                         'ratio': statistics.median(f['ratio'] for f in judged),
                         'could_see': statistics.median(f['detectable'] for f in judged)})
         any_slower = sum(any(f['verdict'] == 'slower' for f in d['families'].values())
                          for d in decisions)
         out.append({'setting': setting or 'none (A/A)', 'family': 'any (exit status 1)',
                     'runs': len(decisions), 'slower': any_slower, 'faster': None,
+                    'undecided': None,
                     'ratio': None, 'could_see': None})
     return out
 
 
 def table(rows_, threshold, confidence):
-    lines = ['| B slowed by | family | runs | called slower | called faster | median B/A '
-             '(effective) | median "could see" |', '|---|---|---:|---:|---:|---:|---:|']
+    lines = ['| B slowed by | family | runs | called slower | called faster | undecided | '
+             'median B/A (effective) | median "could see" |',
+             '|---|---|---:|---:|---:|---:|---:|---:|']
     fam_rows = sorted((r for r in rows_ if r['ratio'] is not None),
                       key=lambda r: (r['family'], r['ratio']))
     for r in fam_rows + [r for r in rows_ if r['ratio'] is None]:
         lines.append(f"| {r['setting']} | {r['family']} | {r['runs']} | {r['slower']} | "
                      f"{'-' if r['faster'] is None else r['faster']} | "
+                     f"{'-' if r['undecided'] is None else r['undecided']} | "
                      f"{'-' if r['ratio'] is None else format(r['ratio'], '.3f')} | "
                      f"{'-' if r['could_see'] is None else format(r['could_see'], '.1%')} |")
     lines += ['', f'Each run decided by testbed.ab: threshold {threshold:.0%}, {confidence:.0%} '

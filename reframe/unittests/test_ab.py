@@ -150,3 +150,11 @@ def test_power_curve_draws_each_family_from_the_clean_runs(tmp_path, capsys):
     assert bw[-1] == (pytest.approx(1.2, abs=0.05), 1.0)     # the slowed runs, all caught
     assert bw[0][1] == 0.0                                  # the A/A runs, none called
     assert out.read_text().count('class="data"') >= 4
+
+
+def test_a_ratio_past_the_threshold_whose_interval_reaches_1_is_undecided():
+    # most rounds 1.4x slower, a third on another placement: the estimate is well past the
+    # threshold, the interval reaches 1; said, and not a failed run
+    fam = ab.judge([math.log(1.4)] * 17 + [-0.4] * 7)
+    assert fam['verdict'] == 'undecided' and fam['ratio'] > 1.3 and fam['lo'] < 1
+    assert ab.exit_status({'families': {'latency': fam}}) == 0
