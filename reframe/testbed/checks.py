@@ -62,6 +62,15 @@ def install_failure(reg, stack, status_name=None):
                                         f'(log: {info.get("log", "none")})')
 
 
+def slowdown_shim(who):
+    """The path of the test-only slowdown shim (apps/slowdown; TESTBED_SLOWDOWN_LIB), or a
+    ReframeError naming `who` (the setting that asked for it) and how to build it."""
+    lib = os.environ.get('TESTBED_SLOWDOWN_LIB', '/var/tmp/mpi-testbed-slowdown/libslowdown.so')
+    if not os.path.exists(lib):
+        raise ReframeError(f'{who}: no shim at {lib} (build it: make -C apps/slowdown)')
+    return lib
+
+
 def records(path, tag):
     """The JSON records behind `tag` in a program's output ('TAG {...}' lines)."""
     out = []

@@ -30,7 +30,7 @@ import reframe as rfm
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import ReframeError, SanityError
 
-from testbed.checks import stack_of
+from testbed.checks import slowdown_shim, stack_of
 
 TIMEOUT_VAR = 'TESTBED_HANG_TIMEOUT_S'
 DEFAULT_TIMEOUT_S = 30.0        # apps/common/tb_watchdog.h's TB_WATCHDOG_DEFAULT_S
@@ -264,11 +264,7 @@ class HangGuard(rfm.RegressionTestPlugin):
         self.env_vars[TIMEOUT_VAR] = f'{self.hang_timeout_s:g}'
         self.injected_hang = hang_injection(stack, reg.stacks)
         if self.injected_hang:
-            lib = os.environ.get('TESTBED_SLOWDOWN_LIB',
-                                 '/var/tmp/mpi-testbed-slowdown/libslowdown.so')
-            if not os.path.exists(lib):
-                raise ReframeError(f'TESTBED_INJECT_HANG: no shim at {lib} (build it: make -C '
-                                   f'apps/slowdown)')
+            lib = slowdown_shim('TESTBED_INJECT_HANG')
             self.env_vars.update({'LD_PRELOAD': shlex.quote(lib),
                                   'TESTBED_SLOWDOWN_HANG': shlex.quote(self.injected_hang)})
 

@@ -22,7 +22,8 @@ from reframe.core.exceptions import ReframeError
 from reframe.core.launchers import JobLauncher
 
 from testbed import registry
-from testbed.checks import APPS, PER_RANK_ENGINES, container_engine, image_of, stack_of
+from testbed.checks import (APPS, PER_RANK_ENGINES, container_engine, image_of,
+                            slowdown_shim, stack_of)
 from testbed.hangs import HangGuard
 
 
@@ -488,11 +489,7 @@ class StackLaunch(HangGuard):
             raise ReframeError(f'TESTBED_INJECT_SLOWDOWN={factor!r}: expected a factor from '
                                f'1 to 100, e.g. 1.2, or a fixed wait from +1ns to '
                                f'+1000000ns, e.g. +20ns')
-        lib = os.environ.get('TESTBED_SLOWDOWN_LIB',
-                             '/var/tmp/mpi-testbed-slowdown/libslowdown.so')
-        if not os.path.exists(lib):
-            raise ReframeError(f'TESTBED_INJECT_SLOWDOWN: no shim at {lib} '
-                               f'(build it: make -C apps/slowdown)')
+        lib = slowdown_shim('TESTBED_INJECT_SLOWDOWN')
         self.injected_calls = os.environ.get('TESTBED_INJECT_CALLS', '')
         self.injected_sends = injection_choice(
             'SENDS', ('after', 'before'), 'after (the sends padded after the call, the '

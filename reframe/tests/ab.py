@@ -19,7 +19,7 @@ from reframe.core.builtins import fixture, run_after, run_before, sanity_functio
 from reframe.core.exceptions import ReframeError
 
 from testbed import ab, registry
-from testbed.checks import records
+from testbed.checks import records, slowdown_shim
 from testbed.launch import StackLaunch, drop_privileges, extra_launch
 from testbed.p2p import MODES, P2PBuild
 from testbed.perf import set_perf_variables
@@ -96,11 +96,7 @@ class AbP2P(StackLaunch, rfm.RunOnlyRegressionTest):
         value = self.inject_b
         if not value:
             return []
-        lib = os.environ.get('TESTBED_SLOWDOWN_LIB', '/var/tmp/mpi-testbed-slowdown/'
-                                                     'libslowdown.so')
-        if not os.path.exists(lib):
-            raise ReframeError(f'AbP2P.inject_b={value!r}: no shim at {lib} (build it: '
-                               'make -C apps/slowdown)')
+        lib = slowdown_shim(f'AbP2P.inject_b={value!r}')
         if value.startswith('copy:'):
             setting = f'TESTBED_SLOWDOWN_COPY={value[5:]}'
         else:
