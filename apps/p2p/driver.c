@@ -733,11 +733,13 @@ int main(int argc, char **argv)
         for (int p = 0; p < P2P_NPAIRS; p++) {
             if (o.pair >= 0 && o.pair != p)
                 continue;
-            for (int v = VAR_COMPLETE; v <= VAR_PREPOSTED; v <<= 1) {
-                if (!(o.variant & v) || (v == VAR_PREPOSTED && !p2p_pair_has_irecv(p)))
+            for (int v = VAR_COMPLETE; v <= VAR_ORIGINAL; v <<= 1) {
+                if (!(o.variant & v) || (v != VAR_COMPLETE && !p2p_pair_has_irecv(p)))
                     continue;
                 int nch = 0;
                 tr_mpi_init(&ch[nch++].tp, p, v == VAR_PREPOSTED);
+                if (v == VAR_ORIGINAL)
+                    tr_mpi_original(&ch[0].tp);
                 nch = add_baselines(&o, ch, nch);
                 measure(&r, ch, nch);
             }

@@ -48,7 +48,11 @@ void p2p_usage(void)
 "                    own); any other address is refused (default: none)\n"
 "  --pair NAME|all   e.g. Ssend-Irecv (default all)\n"
 "  --variant V       complete (default), preposted (Irecv pairs only), or\n"
-"                    all (complete for every pair, preposted for Irecv pairs)\n"
+"                    all (complete for every pair, preposted for Irecv pairs);\n"
+"                    original (Irecv pairs only: the thesis's flawed program,\n"
+"                    rank 1 replies before it waits for the receive, so the\n"
+"                    two messages cross and bandwidth is overstated) or\n"
+"                    thesis (complete and original, in the same passes)\n"
 "  --stack NAME      label copied into every record (default unknown)\n"
 "  --bind-self       pin rank r to the r-th CPU this process may use, for\n"
 "                    launchers that cannot bind (LAM); recorded in P2P-RUN\n"
@@ -395,9 +399,11 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
             if (!strcmp(val, "complete"))       o->variant = VAR_COMPLETE;
             else if (!strcmp(val, "preposted")) o->variant = VAR_PREPOSTED;
             else if (!strcmp(val, "all"))       o->variant = VAR_ALL;
+            else if (!strcmp(val, "original"))  o->variant = VAR_ORIGINAL;
+            else if (!strcmp(val, "thesis"))    o->variant = VAR_COMPLETE | VAR_ORIGINAL;
             else {
                 snprintf(err, errlen, "p2p: --variant: '%s' is not one of"
-                         " complete, preposted, all", val);
+                         " complete, preposted, all, original, thesis", val);
                 return 2;
             }
         } else if (!strcmp(name, "--min-time-ms")) {
@@ -466,6 +472,13 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
         !p2p_pair_has_irecv(o->pair)) {
         snprintf(err, errlen, "p2p: --variant: 'preposted' needs an Irecv pair,"
                  " but --pair is '%s'", p2p_pair_names[o->pair]);
+        return 2;
+    }
+    /* The original program's flaw is in the wait for a non-blocking receive. */
+    if (o->variant == VAR_ORIGINAL && o->pair >= 0 && !p2p_pair_has_irecv(o->pair)) {
+        snprintf(err, errlen, "p2p: --variant: 'original' needs an Irecv pair (its flaw is"
+                 " the late MPI_Wait of the Irecv), but --pair is '%s'",
+                 p2p_pair_names[o->pair]);
         return 2;
     }
     /* tr_mpi.c is one channel per run: Send-Recv as a baseline of itself

@@ -2,7 +2,8 @@
  * {Recv, Irecv}; MPI-1 calls only, so that it builds on LAM/MPI 7.1.4.
  * Non-blocking sends are completed at once (the side goes on only when its
  * send buffer is free again: the thesis's 'modified' program), and every
- * receive is complete before the reply is sent. */
+ * receive is complete before the reply is sent (but in tr_mpi_original, the
+ * thesis's flawed 'original' program, measured only when asked for). */
 #include <mpi.h>
 #include <stdlib.h>
 
@@ -18,6 +19,8 @@ struct mpi_state {
     int n;
     MPI_Request req;
     MPI_Status st;
+    int original; /* the thesis's 'original' program: rank 1 waits after its reply */
+    int deferred; /* rank 1 of 'original': a receive left for the next send to wait on */
 };
 
 const char *const p2p_pair_names[P2P_NPAIRS] = {
@@ -50,6 +53,10 @@ static void mpi_post(struct tport *t, void *buf, int n)
 static void mpi_recv(struct tport *t)
 {
     struct mpi_state *s = t->state;
+    if (s->original && s->peer == 0 && p2p_pair_has_irecv(s->pair)) {
+        s->deferred = 1; /* the flaw: no wait before the reply (mpi_send waits after it) */
+        return;
+    }
     if (p2p_pair_has_irecv(s->pair))
         MPI_Wait(&s->req, &s->st);
     else
@@ -69,6 +76,10 @@ static void mpi_send(struct tport *t, const void *buf, int n)
     case 2: MPI_Ssend(b, n, MPI_BYTE, s->peer, TAG_DATA, s->comm); break;
     default: MPI_Issend(b, n, MPI_BYTE, s->peer, TAG_DATA, s->comm, &r);
              MPI_Wait(&r, &st); break;
+    }
+    if (s->deferred) { /* 'original': the wait comes only after the reply has gone */
+        s->deferred = 0;
+        MPI_Wait(&s->req, &s->st);
     }
 }
 
@@ -92,6 +103,7 @@ void tr_mpi_init(struct tport *t, int pair, int preposted)
     static struct mpi_state st; /* one MPI channel per run */
     st.comm = MPI_COMM_NULL;
     st.pair = pair;
+    st.original = st.deferred = 0;
     t->name = "mpi";
     t->pair = p2p_pair_names[pair];
     t->preposted = preposted;
@@ -104,4 +116,16 @@ void tr_mpi_init(struct tport *t, int pair, int preposted)
     t->recv = mpi_recv;
     t->received = mpi_received;
     t->cleanup = mpi_cleanup;
+}
+
+/* The thesis's 'original' program (seed 004, section 4.3.1): "process 2 does not wait for
+ * the non-blocking receive to complete before sending the message back to process 1. It
+ * does call MPI_Wait, but only after it sends the message back". On an Irecv pair rank 1
+ * posts the Irecv, sends its reply, then waits; rank 0 is unchanged. The payload still
+ * arrives whole (the wait comes before the driver checks it); only the timing is wrong. */
+void tr_mpi_original(struct tport *t)
+{
+    struct mpi_state *s = t->state;
+    s->original = p2p_pair_has_irecv(s->pair);
+    t->variant = "original";
 }
