@@ -108,7 +108,7 @@ images-run:       ## p2p matrix (quick) on the host and inside each built image;
 cluster-pull:     ## every node of the emulated cluster pulls the stacks' images from its registry (STACKS=a,b); then --system testbed-cluster-images
 	bash ci/cluster_pull.sh
 
-cluster-images: setup-images  ## images built, pushed and pulled by each node, then the quick suite with every rank in its image and the container tax (STACKS=a,b ROUNDS=4)
+cluster-images: setup-images  ## images built, pushed and pulled by each node, then the quick suite with every rank in its image and the container tax (STACKS=a,b ROUNDS=24)
 	STACKS="$(STACKS)" ROUNDS="$(ROUNDS)" bash ci/cluster_images.sh
 
 pull-images:      ## on a cluster with Apptainer: pull every stack's image into SIF_DIR (REGISTRY_URL=docker://HOST:PORT or oras://HOST/ORG, TAG, STACKS=a,b, NO_HTTPS=1; docs/apptainer.md)

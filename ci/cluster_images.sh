@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make cluster-images [STACKS=a,b] [ROUNDS=4]: the quick suite on the emulated cluster with every
+# make cluster-images [STACKS=a,b] [ROUNDS=24]: the quick suite on the emulated cluster with every
 # rank inside its stack's image, from images built here and pulled by each node:
 #   1. the cluster up (2 nodes, native), unless it is up already (then it is left up);
 #   2. ci/images.sh builds the stacks' images and pushes them to the cluster's registry (an
@@ -19,7 +19,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 TESTBED_REPO=$repo . "$repo/site/env.sh"
 [ "$(id -u)" -eq 0 ] || { echo "error: ci/cluster_images.sh builds images and starts the cluster: run it as root" >&2; exit 2; }
 cluster="python3 $repo/site/cluster/cluster.py"
-rounds=${ROUNDS:-4}
+rounds=${ROUNDS:-24}
 case $rounds in ''|*[!0-9]*|0) echo "error: ROUNDS=$rounds: give a whole number of rounds, at least 1" >&2; exit 2 ;; esac
 rc=0
 if python3 "$repo/site/cluster/oci_registry.py" address >/dev/null 2>&1; then

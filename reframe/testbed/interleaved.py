@@ -4,7 +4,10 @@ the bind model's image with the stack's library bound in). Alternating in one jo
 the machine's slow minutes on both sides; each round pairs a launch of the first side with the
 launch of the second right after it, and a figure is the median over the rounds.
 InterleavedP2P is what both tests share: the program's options, the rounds' job lines, the
-files they write, the sanity of the launches and the paired figures."""
+files they write, the sanity of the launches, the paired figures and, where a test sets
+`max_extra`, the judgement of testbed.ab on the rounds: the families latency (8 B, 1 KiB) and
+bandwidth (64 KiB, 1 MiB) of the second side over the first, a failure when the rounds show a
+cost above `max_extra` (docs/ab.md: the Hodges-Lehmann ratio and its Wilcoxon interval)."""
 import os
 import statistics
 
@@ -12,6 +15,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import sanity_function, variable
 
+from testbed import ab
 from testbed.checks import records
 from testbed.launch import baseline_line
 
@@ -74,6 +78,9 @@ class InterleavedP2P(rfm.RegressionTestPlugin):
     #: rounds, each a launch of the first side then one of the second
     rounds = variable(int, value=4)
     samples = variable(int, value=10)
+    #: the cost of the second side, a fraction, past which the rounds fail the test when
+    #: their interval shows it; None: the figures are reported only
+    max_extra = variable(float, type(None), value=None)
     sides = ('first', 'second')
 
     def p2p_options(self):
@@ -98,9 +105,42 @@ class InterleavedP2P(rfm.RegressionTestPlugin):
 
     @sanity_function
     def validate(self):
-        return sn.all([sn.assert_eq(self._complete(), True, msg='{0}'),
-                       sn.assert_eq(self.exit_status_after('P2P-END'), 0,
-                                    msg=f'the last {self.sides[1]} launch exited with {{0}}')])
+        checks = [sn.assert_eq(self._complete(), True, msg='{0}'),
+                  sn.assert_eq(self.exit_status_after('P2P-END'), 0,
+                               msg=f'the last {self.sides[1]} launch exited with {{0}}')]
+        if self.max_extra is not None:
+            checks.append(sn.assert_eq(self.beyond_max_extra(), '', msg='{0}'))
+        return sn.all(checks)
+
+    def families(self):
+        """testbed.ab's verdict per family on the rounds (the second side as B), judged
+        against `max_extra`."""
+        first, second = ([ab.launch_figures(records(p, 'P2P')) for p in self.side_outputs(side)]
+                         for side in self.sides)
+        return ab.decide(first, second, threshold=self.max_extra)['families']
+
+    @sn.deferrable
+    def beyond_max_extra(self):
+        """'' when no family shows a cost above max_extra, else why, in one line."""
+        a, b = self.sides
+        out = []
+        for name, f in self.families().items():
+            if f['verdict'].startswith('too few rounds'):
+                out.append(f'{name}: {f["verdict"]}: set -S {type(self).__name__}.rounds to at '
+                           f'least {ab.MIN_ROUNDS}')
+            elif f['verdict'] == 'slower':
+                out.append(f'{name}: {b} over {a} {f["ratio"]:.3f} [{f["lo"]:.3f}-'
+                           f'{f["hi"]:.3f}] over {f["rounds"]} rounds, above '
+                           f'{1 + self.max_extra:.3f} (the run could see '
+                           f'{100 * f["detectable"]:.1f} %)')
+        return '; '.join(out)
+
+    @sn.deferrable
+    def family_figure(self, name, field):
+        """`field` of the family `name`'s verdict (the ratio, or 'detectable' in percent)."""
+        f = self.families()[name]
+        value = f[field]
+        return 100 * value if field == 'detectable' and value is not None else value
 
     @sn.deferrable
     def paired_figure(self, size, field):

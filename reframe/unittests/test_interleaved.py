@@ -1,9 +1,11 @@
 """Interleaved launches (testbed/interleaved.py), as ContainerTax and BindModel pair them: each
 round pairs a launch of one side with the other side's after it; a figure is the median over
 the rounds."""
+import json
+
 import pytest
 
-from testbed.interleaved import paired
+from testbed.interleaved import InterleavedP2P, paired
 
 
 def tax(bare, image):
@@ -48,3 +50,47 @@ def test_each_side_is_its_median_over_rounds_and_the_ratio_is_over_round_ratios(
         pytest.approx((2.0, 2.0, 1.0))
     with pytest.raises(ValueError, match='2 native and 1 bound launches: they pair by round'):
         paired(native[:2], bound[:1], ('native', 'bound'))
+
+
+class _Rounds:
+    """InterleavedP2P's judgement on files of P2P records, without ReFrame."""
+    sides = ('bare', 'image')
+    families = InterleavedP2P.families
+    beyond_max_extra = InterleavedP2P.beyond_max_extra
+
+    def __init__(self, tmp_path, bare, image, max_extra=0.03):
+        self.max_extra, self.paths = max_extra, {}
+        for side, launches in (('bare', bare), ('image', image)):
+            self.paths[side] = []
+            for r, times in enumerate(launches):
+                path = tmp_path / f'{side}_{r}.out'
+                path.write_text(''.join(
+                    'P2P ' + json.dumps({'transport': 'mpi', 'pair': 'Send-Recv',
+                                         'variant': 'complete', 'size_bytes': s,
+                                         'median_us': t}) + '\n' for s, t in times.items()))
+                self.paths[side].append(str(path))
+
+    def side_outputs(self, side):
+        return self.paths[side]
+
+
+def _launches(scale, rounds=12):
+    """`rounds` launches whose times wander by round (the machine's state) times `scale`."""
+    return [{s: base * scale * (1 + 0.3 * (r % 3)) * (1 + 0.004 * ((r * 7) % 5))
+             for s, base in ((8, 0.5), (1024, 1.0), (65536, 8.0), (1048576, 150.0))}
+            for r in range(rounds)]
+
+
+def test_the_tax_fails_when_the_rounds_show_the_image_slower_than_max_extra(tmp_path):
+    bare = _launches(1.0)
+    assert _Rounds(tmp_path, bare, _launches(1.0)).beyond_max_extra().evaluate() == ''
+    slow = _Rounds(tmp_path, bare, _launches(1.10)).beyond_max_extra().evaluate()
+    assert slow.startswith('latency: image over bare 1.100 [') and 'above 1.030' in slow
+    assert 'bandwidth: image over bare 1.100' in slow
+    # a tax below max_extra passes, whatever the interval says
+    assert _Rounds(tmp_path, bare, _launches(1.02)).beyond_max_extra().evaluate() == ''
+
+
+def test_too_few_rounds_to_judge_fail_and_say_how_many_are_needed(tmp_path):
+    got = _Rounds(tmp_path, _launches(1.0, 4), _launches(1.0, 4)).beyond_max_extra().evaluate()
+    assert 'latency: too few rounds (4, needs 6): set -S _Rounds.rounds to at least 6' in got
