@@ -15,6 +15,18 @@ Each rule compares two figures of one run, a factor of TOLERANCE either way bein
 - pvm-inplace, pvm-direct, pvm-raw-doubles (Turner & Chen, PVM): at the largest size,
   PvmDataInPlace is no slower than PvmDataRaw (no copy into a send buffer), the direct route no
   slower than the route through the daemons, and Raw no slower than Default (XDR) for doubles.
+- startup-np (Kearns, Table 9): start-up grows with the number of processes: the time from
+  launch to a first message from every rank (StartupTime, PvmStartup, ThesisStartup:
+  first_np<N>, the median of the warm launches) at the largest np of a case no shorter than at
+  its smallest.
+- hpl-n (Kearns, Tables 4-5): at a fixed grid HPL's rate at the largest N of a case no lower
+  than at its smallest (HplRun gflops_N<N>, ThesisHpl gflops_mean_N<N>); a grid with more
+  ranks than the machine's CPUs is left out (reported only).
+- loggp-queue (Bell et al., section 5.3): the flood's gap between 8-byte messages with the most
+  messages outstanding no larger than with one (LogGP g_q<q>).
+- streams-bidir (Hurwitz & Feng, section 4.3): the bidirectional window's aggregate throughput
+  no lower than the unidirectional one's at the same size (Streams bidir_<size>,
+  unidir_<size>).
 
     python3 -m testbed.directions REPORT...       a table; exit 1 when a direction fails
 """
@@ -23,10 +35,13 @@ import json
 import statistics
 import sys
 
-from testbed.results import final_cases, variable
+from testbed.results import ResultsError, final_cases, load, variable
 
 #: a direction fails only when the faster figure is slower by more than this factor
 TOLERANCE = 1.10
+#: every rule's name, as its rows carry it (reframe/studies/*.toml name them)
+RULES = ('sync-8B', 'ch3sock-1host', 'pvm-inplace', 'pvm-direct', 'pvm-raw-doubles',
+         'startup-np', 'hpl-n', 'loggp-queue', 'streams-bidir')
 
 
 def _cases(report):
@@ -50,8 +65,8 @@ def _mode(tc):
 
 def _check(rule, subject, slower_name, slower, faster_name, faster, unit):
     """A row of the table: the figure named first must be no faster than the second, allowing
-    TOLERANCE. Figures in us are times (lower is faster), in MB/s bandwidths."""
-    ok = slower * TOLERANCE >= faster if unit == 'us' else slower <= faster * TOLERANCE
+    TOLERANCE. Figures in us or s are times (lower is faster), others rates (MB/s, Gflop/s)."""
+    ok = slower * TOLERANCE >= faster if unit in ('us', 's') else slower <= faster * TOLERANCE
     return {'rule': rule, 'subject': subject, 'ok': ok,
             'text': f'{slower_name} {slower:.4g} {unit}, no faster than {faster_name} '
                     f'{faster:.4g} {unit}'}
@@ -106,11 +121,12 @@ def pvm(cases):
     runs = {}
     for tc in cases:
         if tc['name'].startswith('PvmMatrix'):
-            runs[(_stack(tc), tc.get('size_range'), tc.get('route'), tc.get('pack'))] = tc
+            runs[(_where(tc), _stack(tc), tc.get('size_range'), tc.get('route'),
+                  tc.get('pack'))] = tc
     out = []
-    for (stack, rng, route, pack), tc in sorted(runs.items()):
+    for (system, stack, rng, route, pack), tc in sorted(runs.items()):
         suffix = '-double' if pack == 'double' else ''
-        where = f'{stack} {route} {pack} ({rng})'
+        where = f'{stack} {route} {pack} ({rng}{system})'
         for recv in ('recv', 'nrecv', 'trecv'):
             raw = _perf(tc, f'bandwidth_send-{recv}_raw{suffix}')
             inplace = _perf(tc, f'bandwidth_send-{recv}_inplace{suffix}')
@@ -123,14 +139,106 @@ def pvm(cases):
             if default and raw:
                 out.append(_check('pvm-raw-doubles', where, 'Default', default, 'Raw', raw,
                                   'MB/s'))
-        daemon = runs.get((stack, rng, 'daemon', pack)) if route == 'direct' else None
+        daemon = runs.get((system, stack, rng, 'daemon', pack)) if route == 'direct' else None
         for key in (variable(k) for k in (tc.get('perfvalues') or {})) if daemon else ():
             if key.startswith('bandwidth_'):
                 direct, through = _perf(tc, key), _perf(daemon, key)
                 if direct and through:
-                    out.append(_check('pvm-direct', f'{stack} {pack} {key[10:]} ({rng})',
+                    out.append(_check('pvm-direct', f'{stack} {pack} {key[10:]} ({rng}{system})',
                                       'daemon', through, 'direct', direct, 'MB/s'))
     return out
+
+
+def _by_number(tc, prefix):
+    """{N: value} of a case's perf variables named prefix + a whole number N."""
+    out = {}
+    for name, value in ((variable(k), e[0]) for k, e in (tc.get('perfvalues') or {}).items()):
+        number = name[len(prefix):]
+        if name.startswith(prefix) and number.isdigit() and value is not None:
+            out[int(number)] = float(value)
+    return out
+
+
+def startup_np(cases):
+    """startup-np: per start-up case, the largest np's first message no sooner than the
+    smallest's."""
+    out = []
+    for tc in cases:
+        if not tc['name'].startswith(('StartupTime', 'PvmStartup', 'ThesisStartup')):
+            continue
+        first = _by_number(tc, 'first_np')
+        if len(first) < 2:
+            continue
+        low, high = min(first), max(first)
+        out.append(_check('startup-np', f'{_stack(tc)} {tc["name"].split()[0]} '
+                          f'np {low}-{high}{_where(tc)}', f'np={high}', first[high],
+                          f'np={low}', first[low], 's'))
+    return out
+
+
+def _oversubscribed(tc):
+    """More ranks than the machine's CPUs (the case's record), or the case says so."""
+    try:
+        cpus = json.loads(tc.get('machine_record') or '{}').get('cpus')
+    except (TypeError, ValueError, AttributeError):
+        cpus = None
+    tasks = tc.get('num_tasks')
+    return tc.get('oversubscribed') is True or (
+        isinstance(cpus, int) and isinstance(tasks, int) and tasks > cpus)
+
+
+def hpl_n(cases):
+    """hpl-n: per HPL case that is not oversubscribed, the rate at its largest N no lower than
+    at its smallest."""
+    out = []
+    for tc in cases:
+        prefix = {'HplRun': 'gflops_N', 'ThesisHpl': 'gflops_mean_N'}.get(tc['name'].split()[0])
+        if prefix is None or _oversubscribed(tc):
+            continue
+        rate = _by_number(tc, prefix)
+        if len(rate) < 2:
+            continue
+        low, high = min(rate), max(rate)
+        out.append(_check('hpl-n', f'{_stack(tc)} grid {tc.get("grid")} N {low}-{high}'
+                          f'{_where(tc)}', f'N={low}', rate[low], f'N={high}', rate[high],
+                          'Gflop/s'))
+    return out
+
+
+def loggp_queue(cases):
+    """loggp-queue: per LogGP case, g at its deepest queue no larger than at q = 1."""
+    out = []
+    for tc in cases:
+        g = _by_number(tc, 'g_q') if tc['name'].startswith('LogGP') else {}
+        if 1 in g and len(g) > 1:
+            deep = max(g)
+            out.append(_check('loggp-queue', f'{_stack(tc)} LogGP{_where(tc)}', 'g q=1', g[1],
+                              f'g q={deep}', g[deep], 'us'))
+    return out
+
+
+def streams_bidir(cases):
+    """streams-bidir: per Streams case and size, bidirectional aggregate no lower than
+    unidirectional."""
+    out = []
+    for tc in cases:
+        if not tc['name'].startswith('Streams'):
+            continue
+        for name in (variable(k) for k in (tc.get('perfvalues') or {})):
+            if name.startswith('unidir_') and '_over_' not in name:
+                size = name[len('unidir_'):]
+                uni, bi = _perf(tc, name), _perf(tc, f'bidir_{size}')
+                if uni and bi:
+                    out.append(_check('streams-bidir', f'{_stack(tc)} Streams {size}'
+                                      f'{_where(tc)}', 'unidir', uni, 'bidir', bi, 'MB/s'))
+    return out
+
+
+def _where(tc):
+    """'' on the embedded default, else ' on SYSTEM:PARTITION' (a cluster's figures are
+    judged apart from one host's)."""
+    system = tc.get('system', 'testbed-local')
+    return '' if system == 'testbed-local' else f" on {system}:{tc.get('partition')}"
 
 
 def shared_memory_stacks():
@@ -149,7 +257,8 @@ def check(reports, shared_memory=None):
     """Every direction over the cases of `reports` (parsed run reports)."""
     shared_memory = shared_memory_stacks() if shared_memory is None else shared_memory
     cases = [tc for report in reports for tc in _cases(report)]
-    return sync_8b(cases, shared_memory) + ch3sock_one_host(cases) + pvm(cases)
+    return sync_8b(cases, shared_memory) + ch3sock_one_host(cases) + pvm(cases) + \
+        startup_np(cases) + hpl_n(cases) + loggp_queue(cases) + streams_bidir(cases)
 
 
 def main(argv=None):
@@ -159,10 +268,9 @@ def main(argv=None):
     reports = []
     for path in args.reports:
         try:
-            with open(path) as fh:
-                reports.append(json.load(fh))
-        except (OSError, ValueError) as err:
-            print(f'error: {path}: cannot read the run report: {err}', file=sys.stderr)
+            reports.append(load(path))
+        except ResultsError as err:
+            print(f'error: cannot read the run report: {err}', file=sys.stderr)
             return 2
     rows = check(reports)
     for row in rows:

@@ -82,3 +82,89 @@ def test_the_command_fails_on_a_failed_direction(tmp_path, capsys):
     path.write_text('{')
     assert directions.main([str(path)]) == 2
     assert 'cannot read the run report' in capsys.readouterr().err
+
+
+def startup(test, stack, **first):
+    return {'name': test, 'environ': stack, 'stack_name': stack, 'result': 'pass',
+            'system': 'testbed-local',
+            'perfvalues': {f's:p:first_{np}': [v, 0, None, None, 's', None]
+                           for np, v in first.items()}}
+
+
+def hpl(stack, grid, oversubscribed=False, **gflops):
+    return {'name': f'HplRun %grid={grid}', 'environ': stack, 'stack_name': stack,
+            'result': 'pass', 'grid': grid, 'oversubscribed': oversubscribed,
+            'perfvalues': {f's:p:gflops_{n}': [v, 0, None, None, 'Gflop/s', None]
+                           for n, v in gflops.items()}}
+
+
+def test_startup_grows_with_the_number_of_processes():
+    rows = directions.check([report([startup('StartupTime', 'mpich-4.0', np2=0.06, np4=0.13),
+                                     startup('PvmStartup', 'pvm-3.4', np2=0.008, np24=0.0085),
+                                     startup('StartupTime', 'lam-7.1', np2=0.5)])], set())
+    assert [(r['rule'], r['ok']) for r in rows] == [('startup-np', True), ('startup-np', True)]
+    # within the tolerance (flat, as LAM's daemons were in Table 9) passes; 12 % sooner fails
+    flat = directions.check([report([startup('StartupTime', 'x', np2=0.51, np24=0.47)])], set())
+    assert flat[0]['ok'] is True
+    bad = directions.check([report([startup('StartupTime', 'x', np2=0.51, np24=0.45)])], set())
+    assert bad[0]['ok'] is False and 'np=24 0.45 s' in bad[0]['text']
+
+
+def test_hpl_rate_grows_with_n_unless_oversubscribed():
+    good = hpl('lam-7.1', '1x2', N1800=30.0, N3600=50.0, N7200=60.0)
+    assert [r['ok'] for r in directions.check([report([good])], set())] == [True]
+    bad = hpl('lam-7.1', '1x2', N1800=60.0, N7200=50.0)
+    assert [r['ok'] for r in directions.check([report([bad])], set())] == [False]
+    over = hpl('lam-7.1', '2x2', oversubscribed=True, N1800=60.0, N7200=20.0)
+    assert directions.check([report([over, hpl('x', '1x1', N7200=5.0)])], set()) == []
+
+
+def test_every_rule_is_named_in_rules():
+    cases = modes('mpich-4.0', 0.6, 0.4) + [
+        pvm('direct', 'double', default=190, raw=540, inplace=2100),
+        pvm('daemon', 'double', default=120, raw=215, inplace=800),
+        startup('StartupTime', 'x', np2=1, np4=2), hpl('x', '1x2', N1=1, N2=2)]
+    assert {r['rule'] for r in directions.check([report(cases)], {'mpich-4.0'})} <= \
+        set(directions.RULES)
+
+
+def test_pvm_routes_are_paired_within_one_system():
+    local = pvm('direct', 'double', default=190, raw=540, inplace=2100)
+    cluster = dict(pvm('daemon', 'double', default=900, raw=900, inplace=900),
+                   system='testbed-cluster', partition='mtu1500_native')
+    assert [r for r in directions.check([report([local, cluster])], set())
+            if r['rule'] == 'pvm-direct'] == []
+
+
+def perf_case(name, stack, unit, **values):
+    return {'name': name, 'environ': stack, 'stack_name': stack, 'result': 'pass',
+            'system': 'testbed-local',
+            'perfvalues': {f's:p:{k}': [v, 0, None, None, unit, None] for k, v in values.items()}}
+
+
+def test_thesis_hpl_oversubscribed_by_the_machines_cpus():
+    record = json.dumps({'cpus': 2})
+    fits = dict(perf_case('ThesisHpl %grid=1x2', 'x', 'Gflop/s', gflops_mean_N2000=3.0,
+                          gflops_mean_N6000=2.0), num_tasks=2, machine_record=record)
+    over = dict(fits, name='ThesisHpl %grid=2x2', num_tasks=4)
+    rows = directions.check([report([fits, over])], set())
+    assert [(r['rule'], r['ok']) for r in rows] == [('hpl-n', False)]
+
+
+def test_loggp_gap_no_larger_with_more_messages_outstanding():
+    good = perf_case('LogGP', 'mpich-4.0', 'us', eel=0.4, g_q1=0.30, g_q8=0.2, g_q64=0.12)
+    bad = perf_case('LogGP', 'lam-7.1', 'us', g_q1=0.30, g_q64=0.45)
+    rows = directions.check([report([good, bad, perf_case('LogGP', 'y', 'us', g_q64=1.0)])],
+                            set())
+    assert [(r['subject'].split()[0], r['ok']) for r in rows] == [('mpich-4.0', True),
+                                                                  ('lam-7.1', False)]
+    assert 'g q=64 0.45 us' in rows[1]['text']
+
+
+def test_streams_bidirectional_aggregate_no_lower_than_one_way():
+    case = perf_case('Streams', 'mpich-4.0', 'MB/s', unidir_64KiB=5000, bidir_64KiB=7000,
+                     unidir_1MiB=6000, bidir_1MiB=4000, unidir_over_uniband_1MiB=1.0)
+    rows = directions.check([report([case])], set())
+    assert [(r['rule'], r['subject'], r['ok']) for r in rows] == [
+        ('streams-bidir', 'mpich-4.0 Streams 64KiB', True),
+        ('streams-bidir', 'mpich-4.0 Streams 1MiB', False)]

@@ -4,14 +4,15 @@ no script, no network, every figure stamped with session, date, machine and stac
     python3 -m testbed.report --out reframe/report REPORT.json [REPORT.json ...]
 
 writes reframe/report/index.html and series.html (the version series alone). Modules: data
-(reading), svg (drawing), page (the sections of one report), series (the version series across
+(reading), svg (drawing), page (the sections of one report), studies (the four studies beside
+the originals: testbed/studies.py), series (the version series across
 releases), browser (headless Chromium: screenshots and the check).
 """
 import time
 from html import escape
 from pathlib import Path
 
-from testbed.report import data, history, page, series
+from testbed.report import data, history, page, series, studies
 
 CSS = """body{font-family:sans-serif;margin:1.2em;max-width:1500px;color:#222}
 h1{font-size:1.5em}h2{border-bottom:1px solid #aaa;margin-top:1.6em}
@@ -48,6 +49,9 @@ def render(runs, stored=(), past=()):
                     f'{escape(run.session[:8])}, {escape(run.time_start)}</h2>')
         for anchor, title, html in parts:
             body.append(f'<h3 id="{anchor}">{escape(title)}</h3>' + ''.join(html))
+    toc.append('<li><a href="#studies">The four studies beside the originals</a></li>')
+    body.append('<h2 id="studies">The four studies: each finding beside the original</h2>'
+                + ''.join(studies.section(runs)))
     toc.append('<li><a href="#series">Version series</a> (also alone: '
                '<a href="series.html">series.html</a>)</li>')
     body.append('<h2 id="series">Version series (stacks named family-X.Y.Z)</h2>'
