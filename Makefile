@@ -1,6 +1,6 @@
 # The verbs a user types. Set-up needs root (it installs packages and creates the job account).
-.PHONY: setup test run list references summary report clean slowdown ab compare spread sweep generate history \
-        cluster-up cluster-status cluster-down cluster-pull cluster-images setup-images images images-run pull-images fresh-machine \
+.PHONY: setup test run list references summary report clean slowdown ab compare spread sweep generate history studies \
+        cluster-up cluster-check cluster-status cluster-down cluster-pull cluster-images setup-images images images-run pull-images fresh-machine \
         bind-image \
         site
 
@@ -25,6 +25,10 @@ references:       ## make references on this machine from RUNS (3) quick passes,
 	if [ -n "$(REPORTS)" ]; then TESTBED_REFERENCE_KIND=$(or $(KIND),all) bash ci/references.sh --reports $(REPORTS); \
 	elif [ -n "$(SESSIONS)" ]; then TESTBED_REFERENCE_KIND=$(or $(KIND),all) bash ci/references.sh --sessions $(SESSIONS); \
 	else bash ci/references.sh $(or $(RUNS),3) $(or $(KIND),absolute); fi
+
+studies:          ## the four studies beside the originals: their ReFrame cases (QUICK=1 the short variant, CLUSTER=0 without the cluster, REPORTS= no runs), then reframe/reports/studies/<id>.md; exit 1 when an asserted direction fails
+	$(if $(REPORTS),TESTBED_STUDIES_REPORTS="$(REPORTS)") $(if $(filter 0,$(CLUSTER)),TESTBED_STUDIES_CLUSTER=0) \
+	bash ci/studies.sh $(if $(QUICK),quick,full)
 
 summary:          ## print the summary table of the last full run again
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 -m testbed.summary reframe/reports/last-full.json --out reframe/summary
@@ -123,6 +127,9 @@ site:             ## on a Slurm login node: write its ReFrame configuration (sit
 
 cluster-up:       ## start the emulated cluster: NODES (2, up to 4), PROFILE (native|gige|10gige), MTU
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 site/cluster/cluster.py up --nodes "$(or $(NODES),2)" --profile "$(or $(PROFILE),native)" --mtu "$(or $(MTU),1500)"
+
+cluster-check:    ## the link profile's rate: a raw TCP stream between two nodes reaches 90-102 % of it
+	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 site/cluster/cluster.py check
 
 cluster-status:   ## what of the emulated cluster is up
 	TESTBED_REPO="$(CURDIR)" . ./site/env.sh && python3 site/cluster/cluster.py status

@@ -41,6 +41,16 @@ echo "== the emulated Slurm cluster: two nodes, four link profiles (ci/cluster.s
 bash ci/cluster.sh quick || { status=1; failed_steps+=(cluster); }
 t_cluster=$(date +%s)
 
+# The studies' pages over this run's quick and cluster reports (reframe/reports/studies/<id>.md;
+# seconds: it reads the reports, runs nothing); an asserted direction that fails fails it.
+echo "== the four studies beside the originals (testbed/studies.py; make studies runs their cases)"
+mapfile -t study_reports < <(find "$repo/reframe/reports" -maxdepth 1 \( -name last-quick.json \
+                             -o -name 'cluster-*.json' \) -newer "$marker" | sort)
+if [ ${#study_reports[@]} -gt 0 ]; then
+    (cd reframe && python3 -m testbed.studies "${study_reports[@]}") \
+        || { status=1; failed_steps+=(studies); }
+fi
+
 echo "== wall time: set-up $((t_setup - t_start)) s, pytest $((t_pytest - t_setup)) s," \
      "source builds $((t_builds - t_pytest)) s past pytest," \
      "ReFrame quick pass $((t_suite - t_builds)) s, cluster $((t_cluster - t_suite)) s"

@@ -26,6 +26,11 @@ array [[finding]], each with
   note                                 optional: how the figure here differs from the original's
   [finding.here]                       (runs_here true) `direction` (a rule of
                                        testbed/directions.py), and/or:
+  [finding.here.asserted_by]           test (and optional case, searched in the case's name):
+                                       a test whose own sanity asserts the finding's
+                                       direction; its cases that passed or failed in sanity
+                                       are the verdict (skipped ones and those stopped before
+                                       sanity are not counted), and/or:
   [finding.here.figure]                test, variable (a regular expression matched in full),
                                        optional case (searched in the case's name), system,
                                        partition (matched in full), stack, size (bytes, for a
@@ -96,6 +101,7 @@ class Finding:
     cannot_run: str = ''
     note: str = ''
     direction: str = ''
+    asserted_by: tuple = ()         # (test, case regex): a test whose sanity asserts it
     figure: Figure | None = None
     over: Figure | None = None
 
@@ -214,10 +220,23 @@ def _finding(where, table):
     if 'cannot_run' in table:
         raise StudyError(f'{where}.cannot_run: given with runs_here = true; drop one of them')
     here = table.get('here')
-    if not isinstance(here, dict) or not ({'figure', 'direction'} & set(here)):
-        raise StudyError(f'{where}.here: missing; give [finding.here.figure] (test, variable) '
-                         'and/or here.direction (a rule of testbed/directions.py)')
-    _unknown(f'{where}.here', here, ('direction', 'figure', 'over'))
+    if not isinstance(here, dict) or not ({'figure', 'direction', 'asserted_by'} & set(here)):
+        raise StudyError(f'{where}.here: missing; give [finding.here.figure] (test, variable), '
+                         'here.direction (a rule of testbed/directions.py) or '
+                         '[finding.here.asserted_by] (test)')
+    _unknown(f'{where}.here', here, ('direction', 'asserted_by', 'figure', 'over'))
+    if 'asserted_by' in here:
+        by, at = here['asserted_by'], f'{where}.here.asserted_by'
+        if not isinstance(by, dict):
+            raise StudyError(f'{at}: not a table; give [finding.here.asserted_by] with test')
+        _unknown(at, by, ('test', 'case'))
+        out.asserted_by = (_get(at, by, 'test', str, 'name the test whose sanity asserts it'),
+                           _get(at, by, 'case', str, 'give a regular expression',
+                                required=False) or '')
+        try:
+            re.compile(out.asserted_by[1])
+        except re.error as err:
+            raise StudyError(f'{at}.case: not a regular expression ({err}); escape it')
     if 'direction' in here:
         out.direction = _get(f'{where}.here', here, 'direction', str, 'name a rule')
         if out.direction not in directions.RULES:
@@ -384,6 +403,31 @@ def figures_here(rows, finding):
     return out
 
 
+def sanity_checks(reports, test, case=''):
+    """The verdicts of a test whose own sanity asserts a finding, as rows like testbed.directions'
+    (a case that failed in another phase, or was skipped, judged nothing)."""
+    out = []
+    for report, _ in reports:
+        for tc in results.final_cases(report):
+            name = str(tc.get('name') or tc.get('display_name') or '')
+            if tc.get('fixture') or results.test_of(tc) != test or \
+                    (case and not re.search(case, name)):
+                continue
+            held = tc.get('result') == 'pass' or tc.get('fail_phase') == 'performance'
+            if not held and tc.get('fail_phase') != 'sanity':
+                continue
+            reason = (str(tc.get('fail_reason') or '').strip().splitlines() or [''])[0][:200]
+            out.append({'rule': test, 'subject': f'{results.case_stack(tc)} {name}{_on(tc)}',
+                        'ok': held, 'text': 'its sanity passed' if held else
+                        f'its sanity failed: {reason}'})
+    return out
+
+
+def _on(tc):
+    system = tc.get('system') or 'testbed-local'
+    return '' if system == 'testbed-local' else f" on {system}:{tc.get('partition')}"
+
+
 def evaluate(studies, reports, tests=None):
     """[Outcome] of every finding, over `reports`: [(report, path)] as testbed.results reads
     them."""
@@ -399,19 +443,24 @@ def evaluate(studies, reports, tests=None):
             got = Outcome(study, f, 'reported')
             got.here = figures_here(rows, f) if f.figure else []
             got.checks = [c for c in checks if c['rule'] == f.direction]
+            if f.asserted_by:
+                got.checks += sanity_checks(reports, *f.asserted_by)
             if got.checks:
                 got.status = 'passed' if all(c['ok'] for c in got.checks) else 'FAILED'
             elif not got.here:
                 got.status = 'not run'
-                missing = [t for t in {f.figure.test, f.over and f.over.test} - {None}
-                           if t not in tests] if f.figure else []
-                got.why = (f'no such test ({", ".join(sorted(missing))})' if missing else
-                           f'no case of {f.figure.label()}' + (' and its denominator'
-                                                               if f.over else '')
-                           + ' in these reports' if f.figure else
-                           f'no figures for the direction {f.direction} in these reports')
-            elif f.direction:
-                got.why = f'direction {f.direction} not judged: no pair of figures for it'
+                named = {f.figure and f.figure.test, f.over and f.over.test,
+                         f.asserted_by[0] if f.asserted_by else None} - {None, ''}
+                missing = sorted(t for t in named if t not in tests)
+                if missing:
+                    got.why = f'no such test ({", ".join(missing)})'
+                elif f.figure:
+                    got.why = (f'no case of {f.figure.label()}'
+                               + (' and its denominator' if f.over else '') + ' in these reports')
+                else:
+                    got.why = f'no figures for {rules_of(f)} in these reports'
+            elif f.direction or f.asserted_by:
+                got.why = f'{rules_of(f)} not judged: no figures for it in these reports'
             out.append(got)
     return out
 
@@ -449,10 +498,16 @@ def here_summary(here, checks=()):
             f'cases ({", ".join(stacks[:4])}{", ..." if len(stacks) > 4 else ""})')
 
 
+def rules_of(finding):
+    """What asserts a finding: its direction's rule and the test whose sanity does."""
+    return ', '.join(r for r in (finding.direction, finding.asserted_by and
+                                 f'{finding.asserted_by[0]} (its sanity)') if r)
+
+
 def asserted_text(o):
     if o.status in ('passed', 'FAILED'):
         bad = sum(not c['ok'] for c in o.checks)
-        return (f'asserted ({o.finding.direction}): {o.status}, '
+        return (f'asserted ({rules_of(o.finding)}): {o.status}, '
                 f'{len(o.checks) - bad} of {len(o.checks)} held')
     if o.status == 'reported':
         return 'reported' + (f'; {o.why}' if o.why else '')

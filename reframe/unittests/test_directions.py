@@ -168,3 +168,24 @@ def test_streams_bidirectional_aggregate_no_lower_than_one_way():
     assert [(r['rule'], r['subject'], r['ok']) for r in rows] == [
         ('streams-bidir', 'mpich-4.0 Streams 64KiB', True),
         ('streams-bidir', 'mpich-4.0 Streams 1MiB', False)]
+
+
+def test_lam_through_its_daemons_no_faster_than_rank_to_rank():
+    def point(knobs, us):
+        return perf_case(f'KnobSweep %point=lam-7.1/{knobs}', 'lam-7.1', 'us', send_latency=us)
+    rows = directions.check([report([point('transport=tcp', 30.0), point('transport=lamd', 70.0),
+                                     point('transport=usysv', 1.0)])], set())
+    assert [(r['rule'], r['ok']) for r in rows] == [('lam-lamd', True)]
+    rows = directions.check([report([point('transport=tcp', 30.0),
+                                     point('transport=lamd', 20.0)])], set())
+    assert [(r['rule'], r['ok']) for r in rows] == [('lam-lamd', False)]
+
+
+def test_raw_doubles_not_judged_through_the_daemons_between_nodes():
+    def on_cluster(case):
+        return dict(case, system='testbed-cluster', partition='mtu1500_native')
+    cases = [on_cluster(pvm('daemon', 'double', default=120, raw=100)),
+             on_cluster(pvm('direct', 'double', default=190, raw=540))]
+    rows = [r for r in directions.check([report(cases)], set()) if r['rule'] == 'pvm-raw-doubles']
+    assert [r['subject'] for r in rows] == [
+        'pvm-3.4 direct double (quick on testbed-cluster:mtu1500_native)']
