@@ -23,6 +23,7 @@
 #include "../common/tb_version.h"
 #include "../common/tb_watchdog.h"
 #include "control.h"
+#include "core.h"
 #include "p2p.h"
 #include "stats.h"
 #include "transport.h"
@@ -87,13 +88,30 @@ static void fill(unsigned char *p, long n, uint32_t seed, int invert)
                                       : pattern_byte(seed, (size_t)j));
 }
 
-static void die(struct run *r, const struct channel *c, long size,
-                const char *what)
+uint32_t p2p_pattern_seed(int rank, long size, unsigned idx)
+{
+    return pattern_seed(rank, size, idx);
+}
+
+void p2p_fill(unsigned char *p, long n, uint32_t seed, int invert)
+{
+    fill(p, n, seed, invert);
+}
+
+long p2p_first_bad(const unsigned char *p, long n, uint32_t seed)
+{
+    for (long j = 0; j < n; j++)
+        if (p[j] != pattern_byte(seed, (size_t)j))
+            return j;
+    return -1;
+}
+
+void p2p_payload_failed(int rank, const struct tport *t, long size, const char *what)
 {
     fflush(stdout);
     fprintf(stderr, "p2p: payload check failed on rank %d: transport %s pair"
-            " %s variant %s size %ld bytes: %s\n", r->rank, c->tp.name,
-            c->tp.pair, c->tp.variant, size, what);
+            " %s variant %s size %ld bytes: %s\n", rank, t->name,
+            t->pair, t->variant, size, what);
     fflush(stderr);
     /* Some launchers (Open MPI 5's prterun) tear down on abort before they
      * have forwarded the rank's stderr; give the line time to get out. */
@@ -101,6 +119,12 @@ static void die(struct run *r, const struct channel *c, long size,
     nanosleep(&pause, NULL);
     ctl_abort(3);
     exit(3); /* not reached */
+}
+
+static void die(struct run *r, const struct channel *c, long size,
+                const char *what)
+{
+    p2p_payload_failed(r->rank, &c->tp, size, what);
 }
 
 /* ---- buffers ---- */
@@ -309,6 +333,16 @@ static double sample(struct run *r, struct channel *ch, long size,
     return dt;
 }
 
+long p2p_next_reps(long reps, double t, double min_time_s)
+{
+    if (t >= min_time_s || reps >= REPS_CAP)
+        return -reps;
+    /* Aim 20% past the minimum; at least double. */
+    double want = t > 0 ? reps * 1.2 * min_time_s / t : 16.0 * reps;
+    long next = want > 2.0 * reps ? (long)want + 1 : 2 * reps;
+    return next > REPS_CAP ? REPS_CAP : next;
+}
+
 /* Rank 0 grows the round trips per sample until the shortest of a few
  * samples lasts --min-time-ms (or the cap); each count goes to rank 1 on the
  * control plane, outside the timed region. */
@@ -321,19 +355,7 @@ static long calibrate(struct run *r, struct channel *ch, long size)
             double u = sample(r, ch, size, 0, reps, 0);
             t = u < t ? u : t;
         }
-        long next = reps;
-        if (r->rank == 0) {
-            if (t >= r->o->min_time_s || reps >= REPS_CAP) {
-                next = -reps;
-            } else {
-                /* Aim 20% past the minimum; at least double. */
-                double want = t > 0 ? reps * 1.2 * r->o->min_time_s / t
-                                    : 16.0 * reps;
-                next = want > 2.0 * reps ? (long)want + 1 : 2 * reps;
-                if (next > REPS_CAP)
-                    next = REPS_CAP;
-            }
-        }
+        long next = r->rank == 0 ? p2p_next_reps(reps, t, r->o->min_time_s) : reps;
         ctl_bcast_long(&next);
         if (next < 0)
             return -next;
@@ -714,6 +736,9 @@ int main(int argc, char **argv)
     if (rank == 0)
         print_run_record(&r, host, host1, cpu, bound, ncpu, timer_cost);
 
+    if (!(o.modes & MODE_PINGPONG)) {
+        /* --mode without pingpong: the other modes alone, below */
+    } else
 #ifdef P2P_PVM
     if (o.transport == T_MPI) {
         measure_pvm(&r, ch);
@@ -745,6 +770,9 @@ int main(int argc, char **argv)
             }
         }
     }
+
+    if (o.modes & ~MODE_PINGPONG)
+        p2p_measure_modes(&o, rank);     /* flood, overlap, streams (modes.c) */
 
     tb_watchdog_at("end", "", NULL, -1);
     int end[2];

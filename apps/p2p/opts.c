@@ -57,11 +57,23 @@ void p2p_usage(void)
 "  --bind-self       pin rank r to the r-th CPU this process may use, for\n"
 "                    launchers that cannot bind (LAM); recorded in P2P-RUN\n"
 "  --corrupt-at SIZE test only: rank 1 flips one byte of its reply at SIZE,\n"
-"                    so the payload check must fail (exit via MPI_Abort 3)\n"
+"                    so the payload check must fail (exit via MPI_Abort 3);\n"
+"                    in the other modes every sender spoils its message\n"
+"  --mode LIST       what is measured, a comma list (default pingpong):\n"
+"                    pingpong; flood (q messages outstanding, each q of\n"
+"                    --queue-depths at every size: LogGP's g and G);\n"
+"                    overlap (8 B, q = 1, a calibrated busy loop after each\n"
+"                    send or receive is started: o_s, o_r); stream (NetPIPE:\n"
+"                    back-to-back, one final reply); unidir, bidir (a window\n"
+"                    of W outstanding messages, W of --window); loggp =\n"
+"                    pingpong,flood,overlap; streams = stream,unidir,bidir\n"
+"  --queue-depths L  flood's q, comma list of 1..64 (default 1,2,4,8,16,32,64)\n"
+"  --window L        unidir/bidir's W, comma list of 1..64 (default 16)\n"
 "  --help            this text\n"
 "Records on stdout: P2P-RUN, P2P (one per transport, pair, variant, size),\n"
 "P2P-UNAVAILABLE (a baseline that cannot run here), P2P-UNSUPPORTED (an rma\n"
-"sync this library lacks), P2P-END.\n");
+"sync this library lacks), P2P-END; with --mode: P2P-FLOOD, P2P-OVERLAP,\n"
+"P2P-STREAM (modes.c), P2P-UNSUPPORTED for a mode the transport lacks.\n");
 }
 
 /* Growable list of sizes. */
@@ -200,10 +212,41 @@ static int parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
+/* A comma list of names, each looked up in a table, into the union of their
+ * bits (*out). Returns 0; or 2 with "p2p: OPTION: 'NAME' in 'LIST' is not
+ * CHOICES" (or "empty list") in err. */
+struct named { const char *name; int bits; };
+
+static int named_list(const char *option, const char *val, const struct named *known,
+                      size_t n, const char *choices, int *out, char *err, size_t errlen)
+{
+    const char *p = val;
+    *out = 0;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        int bits = 0;
+        for (size_t k = 0; k < n; k++)
+            if (strlen(known[k].name) == len && !strncmp(p, known[k].name, len))
+                bits = known[k].bits;
+        if (!bits) {
+            snprintf(err, errlen, "p2p: %s: '%.*s' in '%s' is not %s", option, (int)len, p,
+                     val, choices);
+            return 2;
+        }
+        *out |= bits;
+        p += len + (p[len] == ',');
+    }
+    if (!*out) {
+        snprintf(err, errlen, "p2p: %s: empty list", option);
+        return 2;
+    }
+    return 0;
+}
+
 /* "none", "both" (shm,memcpy) or a comma list of shm, memcpy, tcp, tcp_poll. */
 static int parse_baselines(const char *val, int *out, char *err, size_t errlen)
 {
-    static const struct { const char *name; int bit; } known[] = {
+    static const struct named known[] = {
         { "shm", BASE_SHM }, { "memcpy", BASE_MEMCPY }, { "tcp", BASE_TCP },
         { "tcp_poll", BASE_TCP_POLL }, { "mpi", BASE_MPI },
     };
@@ -214,26 +257,9 @@ static int parse_baselines(const char *val, int *out, char *err, size_t errlen)
         *out = BASE_SHM | BASE_MEMCPY;
         return 0;
     }
-    const char *p = val;
-    while (*p) {
-        size_t len = strcspn(p, ",");
-        int bit = 0;
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-            if (strlen(known[k].name) == len && !strncmp(p, known[k].name, len))
-                bit = known[k].bit;
-        if (!bit) {
-            snprintf(err, errlen, "p2p: --baselines: '%.*s' in '%s' is not shm, memcpy,"
-                     " tcp, tcp_poll or mpi (or give both or none)", (int)len, p, val);
-            return 2;
-        }
-        *out |= bit;
-        p += len + (p[len] == ',');
-    }
-    if (!*out) {
-        snprintf(err, errlen, "p2p: --baselines: empty list");
-        return 2;
-    }
-    return 0;
+    return named_list("--baselines", val, known, sizeof known / sizeof known[0],
+                      "shm, memcpy, tcp, tcp_poll or mpi (or give both or none)", out, err,
+                      errlen);
 }
 
 /* One "a.b.c.d/n" (n 1..32; host bits are masked off, so a node's own
@@ -309,6 +335,62 @@ static int parse_rma(const char *name, const char *val, struct options *o,
     return 0;
 }
 
+/* --mode LIST: names into the bit set of enum p2p_mode. */
+static int parse_modes(const char *val, int *out, char *err, size_t errlen)
+{
+    static const struct named known[] = {
+        { "pingpong", MODE_PINGPONG }, { "flood", MODE_FLOOD }, { "overlap", MODE_OVERLAP },
+        { "stream", MODE_STREAM }, { "unidir", MODE_UNIDIR }, { "bidir", MODE_BIDIR },
+        { "loggp", MODE_PINGPONG | MODE_FLOOD | MODE_OVERLAP },
+        { "streams", MODE_STREAM | MODE_UNIDIR | MODE_BIDIR },
+    };
+    return named_list("--mode", val, known, sizeof known / sizeof known[0],
+                      "pingpong, flood, overlap, stream, unidir, bidir, loggp or streams", out,
+                      err, errlen);
+}
+
+/* --queue-depths, --window: a comma list of 1..P2P_MAX_Q, sorted, duplicates dropped. */
+static int parse_depths(const char *name, const char *val, int *v, int *n, char *err,
+                        size_t errlen)
+{
+    const char *p = val;
+    int m = 0;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        char tok[16];
+        long d;
+        if (len == 0 || len >= sizeof tok || m == P2P_MAX_LIST) {
+            snprintf(err, errlen, "p2p: %s: '%s' is not a comma list of at most %d numbers",
+                     name, val, P2P_MAX_LIST);
+            return 2;
+        }
+        memcpy(tok, p, len);
+        tok[len] = '\0';
+        if (parse_int(tok, 1, P2P_MAX_Q, &d)) {
+            snprintf(err, errlen, "p2p: %s: '%s' is not a whole number from 1 to %d", name,
+                     tok, P2P_MAX_Q);
+            return 2;
+        }
+        v[m++] = (int)d;
+        p += len + (p[len] == ',');
+    }
+    for (int i = 1; i < m; i++)             /* insertion sort: at most 16 entries */
+        for (int k = i; k > 0 && v[k - 1] > v[k]; k--) {
+            int x = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = x;
+        }
+    *n = 0;
+    for (int i = 0; i < m; i++)
+        if (*n == 0 || v[*n - 1] != v[i])
+            v[(*n)++] = v[i];
+    if (!*n) {
+        snprintf(err, errlen, "p2p: %s: empty list", name);
+        return 2;
+    }
+    return 0;
+}
+
 int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
                    size_t errlen)
 {
@@ -329,6 +411,12 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
     o->bind_self = 0;
     o->rma_op = -1;
     o->rma_sync = -1;
+    o->modes = MODE_PINGPONG;
+    o->nqdepths = 0;
+    for (int q = 1; q <= P2P_MAX_Q; q *= 2)
+        o->qdepths[o->nqdepths++] = q;
+    o->windows[0] = 16;
+    o->nwindows = 1;
     p2p_tcp_nnets = 0;
 
     for (int i = 1; i < argc; i++) {
@@ -358,7 +446,8 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
             strcmp(name, "--buffers") &&
             strcmp(name, "--transport") && strcmp(name, "--baselines") &&
             strcmp(name, "--rma-op") && strcmp(name, "--rma-sync") &&
-            strcmp(name, "--tcp-networks")) {
+            strcmp(name, "--tcp-networks") && strcmp(name, "--mode") &&
+            strcmp(name, "--queue-depths") && strcmp(name, "--window")) {
             snprintf(err, errlen, "p2p: unknown option '%s' (see --help)", a);
             return 2;
         }
@@ -447,6 +536,15 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
                 return 2;
         } else if (!strcmp(name, "--tcp-networks")) {
             if (parse_tcp_networks(val, err, errlen))
+                return 2;
+        } else if (!strcmp(name, "--mode")) {
+            if (parse_modes(val, &o->modes, err, errlen))
+                return 2;
+        } else if (!strcmp(name, "--queue-depths")) {
+            if (parse_depths(name, val, o->qdepths, &o->nqdepths, err, errlen))
+                return 2;
+        } else if (!strcmp(name, "--window")) {
+            if (parse_depths(name, val, o->windows, &o->nwindows, err, errlen))
                 return 2;
         } else if (!strcmp(name, "--baselines")) {
             if (parse_baselines(val, &o->baselines, err, errlen))

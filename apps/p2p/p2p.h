@@ -30,6 +30,16 @@ enum rma_sync { RMA_FENCE = 0, RMA_PSCW = 1, RMA_FLUSH = 2, P2P_RMA_NSYNCS = 3 }
 extern const char *const p2p_rma_op_names[P2P_RMA_NOPS];
 extern const char *const p2p_rma_sync_names[P2P_RMA_NSYNCS];
 
+/* --mode: what the timing core measures (modes.c has all but the ping-pong).
+ * LogGP (Bell et al., seed 002): pingpong (EEL at 8 B), flood (g per queue
+ * depth q, G over sizes), overlap (o_s and o_r by a calibrated busy loop).
+ * Streams (seed 003): stream (NetPIPE: back-to-back, one final reply),
+ * unidir and bidir (MPBench/OSU: a window of W outstanding messages). */
+enum p2p_mode { MODE_PINGPONG = 1, MODE_FLOOD = 2, MODE_OVERLAP = 4, MODE_STREAM = 8,
+                MODE_UNIDIR = 16, MODE_BIDIR = 32 };
+#define P2P_MAX_LIST 16 /* entries of --queue-depths and --window */
+#define P2P_MAX_Q 64    /* largest queue depth and window */
+
 struct options {
     int help;
     int samples;          /* timed samples per size (passes) */
@@ -48,6 +58,9 @@ struct options {
     int bind_self;        /* pin rank r to the r-th allowed CPU (launchers that cannot) */
     int rma_op;           /* --rma-op: enum rma_op, or -1 for both */
     int rma_sync;         /* --rma-sync: enum rma_sync, or -1 for all */
+    int modes;            /* --mode: bit set of enum p2p_mode */
+    int qdepths[P2P_MAX_LIST], nqdepths; /* --queue-depths: flood's q, ascending */
+    int windows[P2P_MAX_LIST], nwindows; /* --window: unidir/bidir's W, ascending */
 };
 
 /* --tcp-networks: IPv4 networks raw TCP (tr_tcp.c) may use between two hosts,

@@ -98,6 +98,39 @@ static void mpi_cleanup(struct tport *t)
         MPI_Comm_free(&s->comm);
 }
 
+/* Slots (modes.c: flood, overlap, windows): MPI_Isend and MPI_Irecv on a tag
+ * of their own, so that nothing of the blocking calls above (the untimed
+ * round trip, the final reply) matches a posted slot. */
+#define TAG_SLOT 18
+static MPI_Request slot_req[P2P_MAX_SLOTS];
+static MPI_Status slot_st[P2P_MAX_SLOTS];
+
+static void mpi_isend(struct tport *t, int slot, const void *buf, int n)
+{
+    struct mpi_state *s = t->state;
+    MPI_Isend((void *)buf, n, MPI_BYTE, s->peer, TAG_SLOT, s->comm, &slot_req[slot]);
+}
+
+static void mpi_irecv(struct tport *t, int slot, void *buf, int n)
+{
+    struct mpi_state *s = t->state;
+    MPI_Irecv(buf, n, MPI_BYTE, s->peer, TAG_SLOT, s->comm, &slot_req[slot]);
+}
+
+static void mpi_waitslots(struct tport *t, int first, int count)
+{
+    (void)t;
+    MPI_Waitall(count, &slot_req[first], &slot_st[first]);
+}
+
+static long mpi_slot_received(struct tport *t, int slot)
+{
+    int got = -1;
+    (void)t;
+    MPI_Get_count(&slot_st[slot], MPI_BYTE, &got);
+    return got;
+}
+
 void tr_mpi_init(struct tport *t, int pair, int preposted)
 {
     static struct mpi_state st; /* one MPI channel per run */
@@ -116,6 +149,11 @@ void tr_mpi_init(struct tport *t, int pair, int preposted)
     t->recv = mpi_recv;
     t->received = mpi_received;
     t->cleanup = mpi_cleanup;
+    t->isend = mpi_isend;
+    t->irecv = mpi_irecv;
+    t->wait = mpi_waitslots;
+    t->slot_received = mpi_slot_received;
+    t->duplex = 1;
 }
 
 /* The thesis's 'original' program (seed 004, section 4.3.1): "process 2 does not wait for

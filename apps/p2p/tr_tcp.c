@@ -254,6 +254,46 @@ static void tcp_cleanup(struct tport *t)
     s->fd = -1;
 }
 
+/* Slots (modes.c): a send goes out at once, blocking until the socket has
+ * taken every byte (the kernel's buffer is the only queue); a receive notes
+ * its buffer and is read in its wait, in the order posted, as the byte stream
+ * delivers them. So messages stay outstanding in one direction (flood,
+ * overlap, window) but not both at once: two ranks blocked in send() on full
+ * buffers would wait for each other (duplex 0: no bidirectional window). */
+static struct { void *buf; long want, got; } tcp_slot[P2P_MAX_SLOTS];
+
+static void tcp_isend(struct tport *t, int slot, const void *buf, int n)
+{
+    tcp_slot[slot].got = 0;                 /* a send: nothing to read in a wait */
+    tcp_send(t, buf, n);
+}
+
+static void tcp_irecv(struct tport *t, int slot, void *buf, int n)
+{
+    (void)t;
+    tcp_slot[slot].buf = buf;
+    tcp_slot[slot].want = n;
+    tcp_slot[slot].got = -1;
+}
+
+static void tcp_waitslots(struct tport *t, int first, int count)
+{
+    struct tcp_state *s = t->state;
+    for (int k = first; k < first + count; k++)
+        if (tcp_slot[k].got < 0) {          /* a receive still pending */
+            s->buf = tcp_slot[k].buf;
+            s->want = tcp_slot[k].want;
+            tcp_recv(t);
+            tcp_slot[k].got = s->last;
+        }
+}
+
+static long tcp_slot_received(struct tport *t, int slot)
+{
+    (void)t;
+    return tcp_slot[slot].got;
+}
+
 void tr_tcp_init(struct tport *t, int poll)
 {
     static struct tcp_state st[2];
@@ -273,4 +313,9 @@ void tr_tcp_init(struct tport *t, int poll)
     t->recv = tcp_recv;
     t->received = tcp_received;
     t->cleanup = tcp_cleanup;
+    t->isend = tcp_isend;
+    t->irecv = tcp_irecv;
+    t->wait = tcp_waitslots;
+    t->slot_received = tcp_slot_received;
+    t->duplex = 0;
 }

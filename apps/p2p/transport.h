@@ -31,7 +31,23 @@ struct tport {
     void (*recv)(struct tport *);                       /* finish it */
     long (*received)(struct tport *); /* bytes of the last finished receive */
     void (*cleanup)(struct tport *);
+    /* Optional: messages outstanding (the flood, overlap and window modes of
+     * modes.c). NULL isend: the transport cannot keep several in flight, and
+     * those modes report it unsupported (P2P-UNSUPPORTED), never a figure.
+     * Each operation lives in a slot (0..P2P_MAX_SLOTS-1) until a wait over a
+     * range of slots that holds it completes it; receives of one direction
+     * complete in the order posted. `duplex`: sends and receives may be
+     * outstanding on both ranks at once (the bidirectional window); a
+     * transport whose isend blocks until the bytes are handed over (raw TCP)
+     * could deadlock there and leaves it 0. */
+    void (*isend)(struct tport *, int slot, const void *buf, int n);
+    void (*irecv)(struct tport *, int slot, void *buf, int n);
+    void (*wait)(struct tport *, int first, int count);
+    long (*slot_received)(struct tport *, int slot); /* bytes, after its wait */
+    int duplex;
 };
+
+#define P2P_MAX_SLOTS 128 /* a window of 64 receives and 64 sends */
 
 /* Constructors; each fills *t. pair: index into p2p_pair_names. */
 void tr_mpi_init(struct tport *t, int pair, int preposted);
