@@ -31,3 +31,13 @@ def test_a_route_whose_tcp_baseline_moved_is_reported_not_held():
     held = {'daemon': 30972.0, 'direct': 71245.0, 'daemon_tcp': 590.0, 'direct_tcp': 610.0}
     profile_check.route_lines({('mtu1500_native', 'default-double'): held}, failures)
     assert len(failures) == 1
+
+
+def test_every_size_gets_its_ratio_to_busy_poll_tcp():
+    row = lambda r: {'time_over_tcp_poll': r}           # noqa: E731 (a p2p_sizes.csv row)
+    lines = profile_check.per_size_lines({
+        ('mtu1500_gige', 'mpich-4.0'): {8: row('0.98'), 65536: row('1.10'), 1048576: row('1.35')},
+        ('mtu1500_gige', 'openmpi-4.1'): {8: row('1.2'), 65536: row(''), 1048576: row('1.0')}})
+    assert '| mtu1500_gige | mpich-4.0 | 0.980 | 1.100 | 1.350 |' in lines
+    assert '| mtu1500_gige | openmpi-4.1 | 1.200 | n/a | 1.000 |' in lines
+    assert '1048576 B: MPI over busy-poll TCP' in lines[1]

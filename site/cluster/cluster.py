@@ -7,6 +7,7 @@ library see separate nodes and traffic between ranks crosses a real TCP/IP stack
     cluster.py up [--nodes N] [--profile NAME] [--mtu 1500|9000]
     cluster.py status
     cluster.py down
+    cluster.py check [--seconds S]         the profile's rate: a raw TCP stream node1 -> node2
     cluster.py exec NODE -- COMMAND...     run a command inside a node, as root (for a person)
 
 The fallback launcher's agent, for jobs: site/cluster/agent (as the job account, through sudo
@@ -77,7 +78,7 @@ def load_profiles(path=LINKS):
             data = tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise ClusterError(f'{path}: {e}')
-    known = {'descr', 'rate_mbit', 'tcp_rmem', 'tcp_wmem'}
+    known = {'descr', 'rate_mbit', 'bucket_us', 'gso_max_bytes', 'tcp_rmem', 'tcp_wmem'}
     for name, prof in data.items():
         if not isinstance(prof, dict):
             raise ClusterError(f'{path}: [{name}]: a profile is a table')
@@ -88,10 +89,14 @@ def load_profiles(path=LINKS):
         if 'delay_us' in prof:
             raise ClusterError(f'{path}: [{name}].delay_us: a delay needs netem, which this '
                                f'kernel lacks (CONFIG_NET_SCH_NETEM is not set)')
-        for field in ('rate_mbit',):
+        for field in ('rate_mbit', 'bucket_us', 'gso_max_bytes'):
             v = prof.get(field)
             if v is not None and (not isinstance(v, (int, float)) or v <= 0):
                 raise ClusterError(f'{path}: [{name}].{field}: {v!r} is not a positive number')
+        v = prof.get('gso_max_bytes')
+        if v is not None and not (isinstance(v, int) and 1500 <= v <= 65536):
+            raise ClusterError(f'{path}: [{name}].gso_max_bytes: {v!r} is not a whole number '
+                               f'of bytes in 1500..65536 (the kernel\'s gso_max_size)')
         for field in ('tcp_rmem', 'tcp_wmem'):
             v = prof.get(field)
             if v is not None and (not isinstance(v, str) or len(v.split()) != 3
@@ -163,20 +168,34 @@ def add_link(member, mtu):
     in_ns(ns, 'ip', 'addr', 'add', f"{member['addr']}/24", 'dev', 'eth0')
 
 
-def bucket_bytes(mtu):
-    """The token bucket of a shaped link: two frames."""
-    return 2 * (mtu + 64)
+def frame_bytes(mtu):
+    """A frame as the token bucket counts it, with room for the link-layer header."""
+    return mtu + 64
+
+
+def bucket_bytes(mtu, prof):
+    """The token bucket of a shaped link: `bucket_us` microseconds of the rate, and at least
+    two frames and one of the largest packets the node's TCP hands the link (gso_max_bytes)
+    with a frame's headers, so that tbf never cuts a packet into frames. A bucket of two
+    frames made tbf wait for a timer every two frames (2.5 us at 10 Gbit/s, MTU 1500); this
+    VM's timers fire tens of microseconds late, so 10gige carried about 100 MB/s
+    (docs/cluster.md, "Link profiles")."""
+    least = max(2 * frame_bytes(mtu), prof.get('gso_max_bytes', 0) + frame_bytes(mtu))
+    return max(least, round(prof['rate_mbit'] * prof.get('bucket_us', 0) / 8))
 
 
 def shape(member, prof, mtu):
     """Apply a link profile to the egress of the member's eth0; returns what was applied.
 
     Rate by tbf: this kernel has tbf and htb but no netem (CONFIG_NET_SCH_NETEM is not set),
-    so no delay can be added. The bucket holds two frames, so that a large message cannot
-    borrow more than that from an idle link (1.7% of 1 MiB at MTU 9000)."""
+    so no delay can be added. The bucket (bucket_bytes) is what a message can borrow from an
+    idle link: 20 kB at gige (1.9 % of 1 MiB), 200 kB at 10gige (19 %)."""
     ns, applied = member['ns'], {}
+    if prof.get('gso_max_bytes'):
+        in_ns(ns, 'ip', 'link', 'set', 'dev', 'eth0', 'gso_max_size', str(prof['gso_max_bytes']))
+        applied['gso_max_size'] = prof['gso_max_bytes']
     if prof.get('rate_mbit'):
-        burst = bucket_bytes(mtu)
+        burst = bucket_bytes(mtu, prof)
         argv = ['tc', 'qdisc', 'add', 'dev', 'eth0', 'root', 'tbf',
                 'rate', f"{prof['rate_mbit']}mbit", 'burst', str(burst), 'latency', '50ms']
         in_ns(ns, *argv)
@@ -383,7 +402,7 @@ def up(n_nodes, profile_name, mtu):
                  f'{RUN}/log/slurmctld.log')
         state = {'nodes': nodes, 'profile': profile_name, 'mtu': mtu,
                  'link': {k: v for k, v in prof.items()}, 'applied': shaping,
-                 'bucket_bytes': bucket_bytes(mtu) if prof.get('rate_mbit') else None,
+                 'bucket_bytes': bucket_bytes(mtu, prof) if prof.get('rate_mbit') else None,
                  'controller': CTL, 'bridge': BRIDGE, 'host_addr': HOST_ADDR,
                  'slurm_conf': f'{RUN}/slurm.conf', 'registry': registry,
                  'started': time.time()}
@@ -625,6 +644,8 @@ def main(argv=None):
     d = sub.add_parser('down', help='remove everything, also after a crash')
     d.add_argument('--keep-registry', action='store_true',
                    help="keep the OCI registry's storage (its images) for the next up")
+    c = sub.add_parser('check', help="the profile's rate: a raw TCP stream between two nodes")
+    c.add_argument('--seconds', default='1', help='length of each stream (default 1)')
     e = sub.add_parser('exec', help='run a command inside a node')
     e.add_argument('node')
     e.add_argument('command', nargs=argparse.REMAINDER)
@@ -641,6 +662,18 @@ def main(argv=None):
             down(keep_registry=a.keep_registry)
         elif a.cmd == 'status':
             return status()
+        elif a.cmd == 'check':
+            from testbed_site.cluster import link_rate
+            try:
+                seconds = float(a.seconds)
+            except ValueError:
+                seconds = 0
+            if not 0.2 <= seconds <= 30:
+                raise ClusterError(f'--seconds: {a.seconds!r} is not a number of seconds in '
+                                   f'0.2..30')
+            ok, line = link_rate.check(seconds)
+            print(line)
+            return 0 if ok else 1
         elif a.cmd == 'exec':
             cmd = a.command[1:] if a.command[:1] == ['--'] else a.command
             if not cmd:

@@ -7,7 +7,8 @@ Reads the Send-Recv/complete cases of the 'quick' size range (8 B .. 1 MiB) of e
 (link profile and MTU) and stack, from the per-size table each case keeps (p2p_sizes.csv), and
 prints:
   - MPI over TCP: MPI's speed as a percentage of raw TCP's (blocking and busy-polled) at 8 B and
-    at 1 MiB (100 / time_over_tcp), per profile and stack;
+    at 1 MiB (100 / time_over_tcp), per profile and stack; and MPI's time over busy-poll raw
+    TCP's at every size of the range (time_over_tcp_poll);
   - the 8-byte half round trip under each shaped profile against native (reported: the
     kernel here has no netem, so a profile adds no delay; links.toml);
   - MTU 9000 against 1500 on the same profile (1 MiB bandwidth), where both were run;
@@ -75,7 +76,7 @@ def cases(report_path):
             continue
         table = {}
         for r in kept_table(report_path, tc, 'p2p_sizes.csv'):
-            if r['transport'] == 'mpi' and int(r['size_bytes']) in SIZES:
+            if r['transport'] == 'mpi':
                 table[int(r['size_bytes'])] = r
         missing = [s for s in SIZES if s not in table]
         if missing:
@@ -161,6 +162,21 @@ def route_lines(routes, failures):
     return lines if len(lines) > 3 else []
 
 
+def per_size_lines(data):
+    """MPI's time over busy-poll raw TCP's at each size of the quick range, per profile and
+    stack: the per-size figures P2PMatrix asserts between nodes on a shaped link
+    (time_over_tcp_poll@SIZE, reframe/testbed/p2p.py) where the machine type has rows."""
+    sizes = sorted({s for t in data.values() for s in t})
+    lines = ['', '| link profile | stack | ' + ' | '.join(f'{s} B: MPI over busy-poll TCP'
+                                                          for s in sizes) + ' |',
+             '|---|---|' + '---:|' * len(sizes)]
+    for (part, stack), t in sorted(data.items()):
+        cells = [(t[s].get('time_over_tcp_poll') or '') if s in t else '' for s in sizes]
+        lines.append(f'| {part} | {stack} | ' + ' | '.join(
+            f'{float(c):.3f}' if c else 'n/a' for c in cells) + ' |')
+    return lines
+
+
 def pct(row, layer):
     v = row.get(f'time_over_{layer}')
     return f'{100 / float(v):.0f}%' if v not in (None, '') else 'n/a'
@@ -196,6 +212,7 @@ def main(argv=None):
         lines.append(f"| {part} | {stack} | {float(s['median_us']):.2f} | {pct(s, 'tcp')} / "
                      f"{pct(s, 'tcp_poll')} | {float(b['bandwidth_MBps']):.0f} | "
                      f"{pct(b, 'tcp')} / {pct(b, 'tcp_poll')} |")
+    lines += per_size_lines(data)
     lines.append('')
     for (part, stack), t in sorted(data.items()):
         mtu, _, profile = part.partition('_')           # partition mtu<MTU>_<profile>
