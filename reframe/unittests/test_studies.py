@@ -191,3 +191,73 @@ def test_the_report_section(tmp_path):
     html = ''.join(report_studies.section([run], folder))
     assert 'id="study-009"' in html and 'Myrinet hardware and GM' in html
     assert 'asserted (pvm-direct): passed, 1 of 1 held' in html
+
+
+TREND = '''
+[study]
+id = "009"
+authors = "A. Author"
+title = "A study"
+seed = "009_x.txt"
+setting = "two PCs"
+
+[[finding]]
+id = "dip"
+claim = "The dip moves with the threshold."
+source = "figure 1"
+original = [ { what = "threshold", value = 128, unit = "kB" } ]
+runs_here = true
+[finding.here.asserted_by]
+test = "KnobSweepTrend"
+case = "eager"
+
+[[finding]]
+id = "stream"
+claim = "A stream carries more than a ping-pong."
+source = "section 4.2"
+original = [ { what = "stream", value = 3.0, unit = "Gbps" } ]
+runs_here = true
+[finding.here.figure]
+test = "Streams"
+variable = "stream_1MiB"
+[finding.here.over]
+test = "P2PMatrix"
+variable = "half_round_trip_us"
+size = 1048576
+time_as_bandwidth = true
+'''
+
+
+def trend_case(sweep, result, phase=None, reason=''):
+    return {'name': f'KnobSweepTrend %sweep=lam-7.1/{sweep}', 'environ': 'lam-7_1',
+            'stack_name': 'lam-7.1', 'result': result, 'fail_phase': phase,
+            'fail_reason': reason, 'system': 'testbed-local', 'partition': 'default'}
+
+
+def test_a_finding_asserted_by_a_tests_own_sanity(tmp_path):
+    folder = write(tmp_path, TREND)
+    stream = {'name': 'Streams', 'environ': 'mpich-4_0', 'stack_name': 'mpich-4.0',
+              'result': 'pass', 'system': 'testbed-local', 'partition': 'default',
+              'perfvalues': {'s:p:stream_1MiB': [10000.0, 0, None, None, 'MB/s', None]}}
+    pingpong = {'name': 'P2PMatrix %mode=Send-Recv/complete %size_range=quick',
+                'environ': 'mpich-4_0', 'stack_name': 'mpich-4.0', 'result': 'pass',
+                'system': 'testbed-local', 'partition': 'default',
+                'figure_samples': {'half_round_trip_us@1048576': [200.0, 210.0, 220.0]}}
+
+    def outcomes(cases):
+        path = report_file(tmp_path, cases)
+        return {o.finding.id: o for o in studies.evaluate(
+            studies.load_studies(folder), studies.read_reports([str(path)]),
+            tests={'KnobSweepTrend', 'Streams', 'P2PMatrix'})}
+    got = outcomes([trend_case('eager_threshold', 'pass'), trend_case('rpi', 'fail', 'sanity'),
+                    trend_case('eager_threshold2', 'skip'), stream, pingpong])
+    assert got['dip'].status == 'passed' and len(got['dip'].checks) == 1
+    # 1 MiB in a 210 us half round trip is 4993 MB/s: the stream carries 2.0x
+    assert [round(h.value, 2) for h in got['stream'].here] == [2.0]
+    got = outcomes([trend_case('eager_threshold', 'fail', 'sanity', 'step at 4096, not 8192')])
+    assert got['dip'].status == 'FAILED'
+    assert 'its sanity failed: step at 4096' in got['dip'].checks[0]['text']
+    # a case stopped before its sanity (or skipped) judged nothing
+    got = outcomes([trend_case('eager_threshold', 'fail', 'run'),
+                    trend_case('eager_threshold', 'skip')])
+    assert got['dip'].status == 'not run'
