@@ -5,7 +5,8 @@
 #   ci/studies.sh full    every feeding test in full on every stack (P2PMatrix and P2PStack over
 #                         every range, PvmMatrix, PvmStartup, StartupTime, HplRun, OneSided, LogGP,
 #                         Streams, KnobSweep, KnobSweepTrend, ThesisOriginal, ThesisSu3, ThesisHpl,
-#                         ThesisStartup), then the emulated cluster in full (ci/cluster.sh full).
+#                         ThesisStartup), then the emulated cluster in full (ci/cluster.sh full,
+#                         with the link sweeps LinkSockbuf and LinkMtu).
 #   ci/studies.sh quick   the short variant (make studies QUICK=1): the stacks the studies compare
 #                         (mpich-4.0, its ch3:sock build, lam-7.1, pvm-3.4), the quick size range,
 #                         5 samples a size, the tests' own short variants (-S ...quick=yes, fewer

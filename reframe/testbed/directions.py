@@ -23,13 +23,8 @@ Each rule compares two figures of one run, a factor of TOLERANCE either way bein
 - hpl-n (Kearns, Tables 4-5): at a fixed grid HPL's rate at the largest N of a case no lower
   than at its smallest (HplRun gflops_N<N>, ThesisHpl gflops_mean_N<N>); a grid with more
   ranks than the machine's CPUs is left out (reported only).
-- loggp-queue (Bell et al., section 5.3): the flood's gap between 8-byte messages with the most
-  messages outstanding no larger than with one (LogGP g_q<q>).
 - lam-lamd (Turner & Chen, section 4.2): LAM's lamd RPI, every message through the daemons,
   no faster than its tcp RPI, rank to rank (KnobSweep's send_latency at the two points).
-- streams-bidir (Hurwitz & Feng, section 4.3): the bidirectional window's aggregate throughput
-  no lower than the unidirectional one's at the same size (Streams bidir_<size>,
-  unidir_<size>).
 
     python3 -m testbed.directions REPORT...       a table; exit 1 when a direction fails
 """
@@ -44,7 +39,7 @@ from testbed.results import ResultsError, final_cases, load, variable
 TOLERANCE = 1.10
 #: every rule's name, as its rows carry it (reframe/studies/*.toml name them)
 RULES = ('sync-8B', 'ch3sock-1host', 'pvm-inplace', 'pvm-direct', 'pvm-raw-doubles',
-         'startup-np', 'hpl-n', 'loggp-queue', 'streams-bidir', 'lam-lamd')
+         'startup-np', 'hpl-n', 'lam-lamd')
 
 
 def _cases(report):
@@ -210,35 +205,6 @@ def hpl_n(cases):
     return out
 
 
-def loggp_queue(cases):
-    """loggp-queue: per LogGP case, g at its deepest queue no larger than at q = 1."""
-    out = []
-    for tc in cases:
-        g = _by_number(tc, 'g_q') if tc['name'].startswith('LogGP') else {}
-        if 1 in g and len(g) > 1:
-            deep = max(g)
-            out.append(_check('loggp-queue', f'{_stack(tc)} LogGP{_where(tc)}', 'g q=1', g[1],
-                              f'g q={deep}', g[deep], 'us'))
-    return out
-
-
-def streams_bidir(cases):
-    """streams-bidir: per Streams case and size, bidirectional aggregate no lower than
-    unidirectional."""
-    out = []
-    for tc in cases:
-        if not tc['name'].startswith('Streams'):
-            continue
-        for name in (variable(k) for k in (tc.get('perfvalues') or {})):
-            if name.startswith('unidir_') and '_over_' not in name:
-                size = name[len('unidir_'):]
-                uni, bi = _perf(tc, name), _perf(tc, f'bidir_{size}')
-                if uni and bi:
-                    out.append(_check('streams-bidir', f'{_stack(tc)} Streams {size}'
-                                      f'{_where(tc)}', 'unidir', uni, 'bidir', bi, 'MB/s'))
-    return out
-
-
 def lam_lamd(cases):
     """lam-lamd: KnobSweep's lamd point against its tcp point of the same stack."""
     points = {}
@@ -280,8 +246,7 @@ def check(reports, shared_memory=None):
     shared_memory = shared_memory_stacks() if shared_memory is None else shared_memory
     cases = [tc for report in reports for tc in _cases(report)]
     return sync_8b(cases, shared_memory) + ch3sock_one_host(cases) + pvm(cases) + \
-        startup_np(cases) + hpl_n(cases) + loggp_queue(cases) + streams_bidir(cases) + \
-        lam_lamd(cases)
+        startup_np(cases) + hpl_n(cases) + lam_lamd(cases)
 
 
 def main(argv=None):

@@ -151,25 +151,6 @@ def test_thesis_hpl_oversubscribed_by_the_machines_cpus():
     assert [(r['rule'], r['ok']) for r in rows] == [('hpl-n', False)]
 
 
-def test_loggp_gap_no_larger_with_more_messages_outstanding():
-    good = perf_case('LogGP', 'mpich-4.0', 'us', eel=0.4, g_q1=0.30, g_q8=0.2, g_q64=0.12)
-    bad = perf_case('LogGP', 'lam-7.1', 'us', g_q1=0.30, g_q64=0.45)
-    rows = directions.check([report([good, bad, perf_case('LogGP', 'y', 'us', g_q64=1.0)])],
-                            set())
-    assert [(r['subject'].split()[0], r['ok']) for r in rows] == [('mpich-4.0', True),
-                                                                  ('lam-7.1', False)]
-    assert 'g q=64 0.45 us' in rows[1]['text']
-
-
-def test_streams_bidirectional_aggregate_no_lower_than_one_way():
-    case = perf_case('Streams', 'mpich-4.0', 'MB/s', unidir_64KiB=5000, bidir_64KiB=7000,
-                     unidir_1MiB=6000, bidir_1MiB=4000, unidir_over_uniband_1MiB=1.0)
-    rows = directions.check([report([case])], set())
-    assert [(r['rule'], r['subject'], r['ok']) for r in rows] == [
-        ('streams-bidir', 'mpich-4.0 Streams 64KiB', True),
-        ('streams-bidir', 'mpich-4.0 Streams 1MiB', False)]
-
-
 def test_lam_through_its_daemons_no_faster_than_rank_to_rank():
     def point(knobs, us):
         return perf_case(f'KnobSweep %point=lam-7.1/{knobs}', 'lam-7.1', 'us', send_latency=us)
