@@ -22,12 +22,12 @@ bidirectional windows of `window` messages, memcpy on one core in the same job; 
 bytes/s) at 64 KiB and 1 MiB; unidir and bidir against IMB's Uniband and Biband.
 
 Asserted (hold on any machine), each "within noise" (the inter-quartile ranges of the samples
-apart, testbed.loggp.above_within_noise): o_s <= EEL, o_r <= EEL; G_eager, G_rndv > 0; at every
-size stream and unidir <= memcpy on one core (a message is at least one copy, made by one core)
-and bidir aggregate <= 2 x memcpy; every payload checked, every mode supported, ranks placed as
-asked. Reported, not asserted, as libraries break them: g at q=64 <= g at q=1 (LAM 7.1) and bidir
-aggregate >= unidir (LAM 7.1, Open MPI 5: bidir_over_unidir); and the peers' ratios (-S
-assert_peers=yes asserts them within 1.1; docs/loggp.md: why not by default).
+apart, testbed.loggp.above_within_noise): G_eager, G_rndv > 0; at every size stream and unidir
+<= memcpy on one core (a message is at least one copy, made by one core) and bidir aggregate <=
+2 x memcpy; every payload checked, every mode supported, ranks placed as asked. Reported, not
+asserted, as libraries break them: o_s, o_r <= EEL (LAM 7.1), g at q=64 <= g at q=1 (LAM 7.1)
+and bidir aggregate >= unidir (LAM 7.1, Open MPI 5: bidir_over_unidir); and the peers' ratios
+(-S assert_peers=yes asserts them within 1.1; docs/loggp.md: why not by default).
 Everything else is reported. -S LogGP.quick=yes (and Streams.quick) runs a short variant.
 """
 import reframe as rfm
