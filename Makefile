@@ -10,7 +10,7 @@ setup:            ## install Debian packages, ReFrame and the PyPI stacks
 test:             ## the test command: set-up, pytest, quick ReFrame pass with references
 	bash ci/test.sh
 
-run: setup        ## everything in full, then on the emulated cluster [STACKS=a,b FAMILY=p2p|peers|hpl|su3|startup|pvm|knobs|rma]
+run: setup        ## everything in full (the studies' own tests: make studies), then on the emulated cluster [STACKS=a,b FAMILY=p2p|peers|hpl|su3|startup|pvm|knobs|rma]
 	TESTBED_STACKS="$(STACKS)" bash ci/suite.sh full $(if $(FAMILY),-t $(FAMILY)); rc=$$?; \
 	TESTBED_CLUSTER_STACKS="$(STACKS)" bash ci/cluster.sh full $(if $(FAMILY),-t $(FAMILY)) || rc=1; \
 	exit $$rc
