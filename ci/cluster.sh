@@ -31,7 +31,8 @@
 #                         nodes with the socket buffers swept on gige (LinkSockbuf) and MTU
 #                         1500's segment against 9000's on 10gige MTU 9000 (LinkMtu).
 # Each profile brings the cluster up, checks its rate (`cluster.py check`: a raw TCP stream
-# between the two nodes carries 90-102 % of the profile's rate; about 1-4 s) and takes it down
+# between the two nodes carries at least 90 % of the most TCP payload the rate allows and at most
+# 102 % of the rate; about 1-4 s) and takes it down
 # again (also on error or interrupt), then
 # site/cluster/profile_check.py prints MPI as a percentage of raw TCP and asserts that the
 # shaped profile's added latency shows. Reports: reframe/reports/cluster-<profile>.json, and all of
@@ -93,6 +94,13 @@ cd "$repo/reframe"
 mkdir -p reports
 rc=0
 reports=()
+# why this run failed, a line each: printed at its end, and appended to TESTBED_STEP_REASONS
+# (ci/test.sh) so that a red `make test` names the cause in its last lines
+failed() {
+    rc=1
+    [ -n "${reasons_file:-}" ] || reasons_file=$(mktemp)
+    echo "cluster: $*" >> "$reasons_file"
+}
 sendrecv='P2PMatrix.*%mode=Send-Recv/complete.*%size_range'
 # profile MTU, then the test selection of that run; ReFrame's lines pass through
 # testbed.progress (a line a minute: cases done, left, the time left from stored sessions)
@@ -100,17 +108,19 @@ run_profile() {
     local prof=$1 mtu=$2; shift 2
     echo "== emulated cluster: 2 nodes, link profile $prof, MTU $mtu"
     $cluster down $keep >/dev/null 2>&1
-    $cluster up --nodes 2 --profile "$prof" --mtu "$mtu" || { rc=1; return; }
+    $cluster up --nodes 2 --profile "$prof" --mtu "$mtu" || { failed "$prof/$mtu: cluster up failed"; return; }
     # the profile's rate (site/cluster/link_rate.py): a raw TCP stream node1 -> node2 within
     # 90-102 % of it; a miss fails the run, the figures below are still taken (and say the link)
-    $cluster check || rc=1
+    local line
+    line=$($cluster check 2>&1) || failed "$prof/$mtu: $line"
+    echo "$line"
     local report="$repo/reframe/reports/cluster-$prof-mtu$mtu.json"
     # No retries, one job at a time: the nodes share this machine's cores.
     reframe -c tests --system testbed-cluster -r --exec-policy=serial --keep-stage-files \
         "${environs[@]}" "$@" "${extra[@]}" -S P2PMatrix.samples="$samples" --report-file "$report" \
         --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu")" \
         | python3 -m testbed.progress
-    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    [ "${PIPESTATUS[0]}" -eq 0 ] || failed "$prof/$mtu: reframe exited non-zero ($report)"
     reports+=("$report")
     if [ -n "${with_fallback:-}" ]; then      # the stacks of the fallback launcher
         echo "== the same profile, the fallback launcher: $with_fallback"
@@ -121,7 +131,7 @@ run_profile() {
             --report-file "$report" \
             --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu-fallback")" \
             | python3 -m testbed.progress
-        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+        [ "${PIPESTATUS[0]}" -eq 0 ] || failed "$prof/$mtu: reframe exited non-zero ($report)"
         reports+=("$report")
     fi
     if [ -n "${with_startup:-}" ] && [ -n "$startup" ]; then
@@ -132,9 +142,9 @@ run_profile() {
             -S StartupTime.repeats="$startup_repeats" "${extra[@]}" --report-file "$startup_report" \
             --session-extras "$(session_tags "cluster-$profile-$prof-mtu$mtu-startup")" \
             | python3 -m testbed.progress
-        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+        [ "${PIPESTATUS[0]}" -eq 0 ] || failed "$prof/$mtu: reframe exited non-zero ($startup_report)"
     fi
-    $cluster down $keep || rc=1
+    $cluster down $keep || failed "$prof/$mtu: cluster down failed"
 }
 startup_report=''
 with_fallback=$fallback with_startup=1 run_profile native 1500 "${matrix[@]}" -n "$sendrecv=quick" \
@@ -144,13 +154,20 @@ run_profile 10gige 1500 -n "$sendrecv=quick"
 run_profile 10gige 9000 -n "$sendrecv=quick" "${mtu_sweep[@]}"
 echo "== link profiles: MPI against raw TCP, shaped latency"
 python3 -m testbed_site.cluster.profile_check "${reports[@]}" \
-    ${startup_report:+--startup "$startup_report"} --out "$repo/reframe/summary-cluster.md" || rc=1
+    ${startup_report:+--startup "$startup_report"} --out "$repo/reframe/summary-cluster.md" \
+    || failed "profile_check: MPI against raw TCP did not hold (its error line above)"
 # kept with the machine record beside the quick pass's runs, so every figure traces to its run
 existing=()
 for r in "${reports[@]}" ${startup_report:+"$startup_report"}; do [ -f "$r" ] && existing+=("$r"); done
 if [ ${#existing[@]} -gt 0 ]; then
     python3 -m testbed.archive --profile "cluster-$profile" --summary "$repo/reframe/summary-cluster" \
-        "${existing[@]}" || rc=1
+        "${existing[@]}" || failed "testbed.archive failed"
 fi
-python3 -m testbed.procs --check --cleanup || rc=1
+python3 -m testbed.procs --check --cleanup || failed "leftover processes (testbed.procs, above)"
+if [ -n "${reasons_file:-}" ]; then
+    echo "== ci/cluster.sh failed:"
+    cat "$reasons_file"
+    [ -z "${TESTBED_STEP_REASONS:-}" ] || cat "$reasons_file" >> "$TESTBED_STEP_REASONS"
+    rm -f "$reasons_file"
+fi
 exit $rc

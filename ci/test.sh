@@ -20,8 +20,10 @@ failed_steps=()
 marker=$(mktemp)
 pytest_log=$(mktemp)
 builds_log=$(mktemp)
+# a step's own reasons for failing, a line each (ci/cluster.sh writes them), shown at the end
+export TESTBED_STEP_REASONS=$(mktemp)
 # its own process group, so that leaving early stops make and its compilers too
-trap '[ -z "${builds_pid:-}" ] || kill -- "-$builds_pid" 2>/dev/null; rm -f "$marker" "$pytest_log" "$builds_log"' EXIT
+trap '[ -z "${builds_pid:-}" ] || kill -- "-$builds_pid" 2>/dev/null; rm -f "$marker" "$pytest_log" "$builds_log" "$TESTBED_STEP_REASONS"' EXIT
 setsid -w nice -n 19 bash ci/setup.sh --builds only >"$builds_log" 2>&1 &
 builds_pid=$!
 
@@ -58,6 +60,7 @@ echo "== wall time: set-up $((t_setup - t_start)) s, pytest $((t_pytest - t_setu
      "ReFrame quick pass $((t_suite - t_builds)) s, cluster $((t_cluster - t_suite)) s"
 # CI keeps the tail of the log: end with what failed, so a red run says why in its last lines.
 echo "== failed steps: ${failed_steps[*]:-none}"
+cat "$TESTBED_STEP_REASONS"
 grep -E '^(FAILED|ERROR) ' "$pytest_log" || true
 mapfile -t reports < <(find "$repo/reframe/reports" -maxdepth 1 -name '*.json' -newer "$marker" | sort)
 (cd reframe && python3 -m testbed.failures "${reports[@]}")

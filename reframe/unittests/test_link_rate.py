@@ -9,19 +9,29 @@ from testbed_site.cluster import cluster, link_rate
 def test_a_stream_at_the_rate_holds():
     ok, line = link_rate.verdict('gige', 1500, 1000, 119.0)
     assert ok and 'link profile gige (MTU 1500)' in line and '119 MB/s' in line
-    assert 'declared 1000 Mbit/s (125 MB/s)' in line and 'holds (95% of the rate)' in line
+    assert 'declared 1000 Mbit/s (125 MB/s, 120 MB/s of TCP payload at most)' in line
+    assert 'holds (95% of the rate)' in line
+    # the floor is 90 % of the payload ceiling: 86 % of the wire's rate at MTU 1500
+    assert link_rate.verdict('10gige', 1500, 10000, 1080.0)[0]
+    assert not link_rate.verdict('10gige', 1500, 10000, 1070.0, capacity_MBps=2200.0)[0]
+    assert link_rate.payload_ceiling(10000, 1500) == pytest.approx(1195.5, abs=0.1)
+    assert link_rate.payload_ceiling(10000, 9000) == pytest.approx(1240.8, abs=0.1)
 
 
 def test_a_stream_below_the_floor_fails_naming_profile_seen_and_declared():
     ok, line = link_rate.verdict('10gige', 1500, 10000, 106.0, capacity_MBps=2373.0)
     assert not ok and '\n' not in line
     assert '10gige' in line and '106 MB/s' in line and '10000 Mbit/s' in line
-    assert 'below 90%' in line and '2373 MB/s' in line and 'the shaping costs the rest' in line
+    assert 'below 90% of the payload ceiling' in line and '2373 MB/s' in line
+    assert 'the shaping costs the rest' in line
 
 
-def test_a_machine_too_slow_for_the_rate_says_so():
+def test_a_machine_too_slow_for_the_rate_is_not_judged_and_says_so():
     ok, line = link_rate.verdict('10gige', 1500, 10000, 900.0, capacity_MBps=1000.0)
-    assert not ok and "CPUs cannot carry the declared rate" in line
+    assert ok and 'not judged' in line and "CPUs cannot carry the declared rate" in line
+    assert 'bounded by the machine' in line and '\n' not in line
+    # without the unshaped figure a miss is a miss
+    assert not link_rate.verdict('10gige', 1500, 10000, 900.0)[0]
 
 
 def test_a_stream_above_the_rate_means_no_shaping():
