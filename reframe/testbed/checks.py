@@ -81,6 +81,19 @@ def records(path, tag):
     return out
 
 
+def payload_problem(rows, samples, label=lambda r: r['transport'], per_sample=2):
+    """Why a timing program's records do not prove their payloads, or None: every sample checks
+    at least one received message on each receiving rank, so a record (a size of one transport,
+    pair or mode) holds `per_sample` (a number, or a function of the record) checked messages a
+    sample at least. `label` names the record in the line."""
+    for r in rows:
+        least = samples * (per_sample(r) if callable(per_sample) else per_sample)
+        if r['checked_messages'] < least:
+            return (f"{label(r)} {r['size_bytes']} bytes: {r['checked_messages']} messages "
+                    f'payload-checked, fewer than {least}')
+    return None
+
+
 def kernel_copy_problem(reference, figure, measured, test):
     """Why `figure`, a ratio over the kernel copy (process_vm_readv) where it has a row to meet
     (`reference`: the test's, a ScopedDict with 'system:partition:variable' keys, or a dict of

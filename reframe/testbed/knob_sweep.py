@@ -34,7 +34,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import performance_function, run_after, run_before
 
 from testbed import binding, registry, results
-from testbed.checks import AppBuild, ReferenceLookup, records, stack_of
+from testbed.checks import AppBuild, ReferenceLookup, payload_problem, records, stack_of
 from testbed.launch import StackLaunch, after_launch, extra_launch
 from testbed.p2p import physical_bound_problem
 
@@ -318,11 +318,9 @@ class KnobSweepBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                 got = sorted(r['size_bytes'] for r in rows if r['transport'] == transport)
                 if got != list(self.point.sizes):
                     return f'{name}: {transport}: sizes measured {got} differ from the sweep\'s'
-            for r in rows:
-                if r['checked_messages'] < 2 * self.samples:
-                    return (f"{name}: {r['transport']} {r['size_bytes']} bytes: "
-                            f"{r['checked_messages']} messages payload-checked, fewer than "
-                            f'{2 * self.samples}')
+            problem = payload_problem(rows, self.samples, lambda r: f"{name}: {r['transport']}")
+            if problem:
+                return problem
             run = records(os.path.join(self.stagedir, name), 'P2P-RUN')
             end = records(os.path.join(self.stagedir, name), 'P2P-END')
             if not run or not end:

@@ -12,7 +12,8 @@ from reframe.core.builtins import run_after, run_before
 
 from testbed import samples
 from testbed.binding import placement_problem
-from testbed.checks import AppBuild, ReferenceLookup, compiler_of, records, stack_of
+from testbed.checks import (AppBuild, ReferenceLookup, compiler_of, payload_problem, records,
+                            stack_of)
 from testbed.launch import StackLaunch
 from testbed.perf import set_perf_variables
 from testbed.references import median_over_modes
@@ -92,12 +93,8 @@ class PvmMatrixBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                          if r['pair'] == pair and r['variant'] == variant)
             if got != want:
                 return f'{pair} {variant}: sizes measured {got[:5]}... differ from the schedule'
-        for r in rows:
-            if r['checked_messages'] < 2 * self.samples:
-                return (f"{r['pair']} {r['variant']} {r['size_bytes']} bytes: "
-                        f"{r['checked_messages']} messages payload-checked, fewer than "
-                        f'{2 * self.samples}')
-        problem = self._inplace_not_slower() if self.pack == 'byte' else self._raw_not_faster()
+        problem = payload_problem(rows, self.samples, lambda r: f"{r['pair']} {r['variant']}") \
+            or (self._inplace_not_slower() if self.pack == 'byte' else self._raw_not_faster())
         if problem:
             return problem
         run = records(self._out(), 'P2P-RUN')[0]

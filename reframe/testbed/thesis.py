@@ -29,7 +29,7 @@ from reframe.core.builtins import fixture, run_after, run_before
 from reframe.core.exceptions import ReframeError
 
 from testbed import binding, hpl_input, registry
-from testbed.checks import APPS, AppBuild, records, stack_of
+from testbed.checks import APPS, AppBuild, payload_problem, records, stack_of
 from testbed.hpl import HplBuild
 from testbed.launch import StackLaunch, after_launch, drop_privileges, extra_launch
 from testbed.p2p import P2PBuild, physical_bound_problem
@@ -164,9 +164,9 @@ class ThesisOriginalBase(StackLaunch, rfm.RunOnlyRegressionTest):
         for variant, got in by_variant(rows).items():
             if sorted(got) != want:
                 return f'{variant}: sizes measured {sorted(got)[:5]}... differ from {self.sizes}'
-            short = [s for s, r in got.items() if r['checked_messages'] < 2 * self.samples]
-            if short:
-                return f'{variant}: fewer than {2 * self.samples} messages checked at {short}'
+            problem = payload_problem(got.values(), self.samples, lambda r: variant)
+            if problem:
+                return problem
         if sorted(by_variant(rows)) != ['complete', 'original']:
             return f'variants measured: {sorted(by_variant(rows))}, expected complete, original'
         problem = physical_bound_problem([r for r in rows if r.get('variant') != 'original']) \

@@ -26,7 +26,7 @@ from reframe.core.builtins import (fixture, parameter, run_after, run_before,
                                    sanity_function, variable)
 
 from testbed import binding, samples
-from testbed.checks import AppBuild, records, stack_of
+from testbed.checks import AppBuild, payload_problem, records, stack_of
 from testbed.launch import StackLaunch
 from testbed.sizes import SCHEDULES
 
@@ -110,11 +110,9 @@ class OneSided(StackLaunch, rfm.RunOnlyRegressionTest):
         base = sorted(r['size_bytes'] for r in rows if r['transport'] == 'mpi')
         if base != sorted(want * len(OPS)):
             return f'Send-Recv baseline: sizes measured {base}'
-        for r in rows:
-            if r['checked_messages'] < 2 * self.samples:
-                return (f"{r['transport']} {r['pair']} {r['size_bytes']} bytes: "
-                        f"{r['checked_messages']} messages checked, fewer than "
-                        f'{2 * self.samples}')
+        problem = payload_problem(rows, self.samples, lambda r: f"{r['transport']} {r['pair']}")
+        if problem:
+            return problem
         run = records(self._out(), 'P2P-RUN')[0]
         end = records(self._out(), 'P2P-END')[0]
         return binding.placement_problem(run, end, stack_of(self)[1].self_bind) or True
