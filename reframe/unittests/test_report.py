@@ -194,3 +194,25 @@ def test_bad_input_names_file_and_field(tmp_path):
     with pytest.raises(ReportError, match=r'bad.json: runs\[0\].testcases\[0\]: missing field '
                                           '"environ"'):
         build([bad], tmp_path / 'r')
+
+
+def test_a_run_without_machine_record_names_reframes_host():
+    from testbed.report import page
+    from testbed.report.data import Run
+    run = Run(path=None, report={'session_info': {'hostname': 'node7'}}, session='abcdef12',
+              time_start='2026-11-29 12:00 UTC', machine={}, cases=[])
+    assert 'host node7 (no machine record in the report)' in page.svg_stamp(run)
+    assert page.machine_text({}, run) == 'host node7 (no machine record in the report)'
+    bare = Run(path=None, report={}, session='x', time_start='', machine={}, cases=[])
+    assert page.svg_stamp(bare).endswith('machine not recorded in the report')
+
+
+def test_heat_map_colours_the_worse_side_red_for_rates_and_times():
+    from testbed.report import svg
+    values = {('a', 'x'): 2.0, ('b', 'x'): 0.5}
+    times = svg.heat_map('t', 't', ['a', 'b'], ['x'], values, 's', 'x', 'y')
+    rates = svg.heat_map('r', 'r', ['a', 'b'], ['x'], values, 's', 'x', 'y',
+                         higher_is_better=True)
+    red, blue = 'rgb(255,63,63)', 'rgb(63,63,255)'
+    assert times.index(red) < times.index(blue)        # the slower time (2.0) red, first row
+    assert rates.index(blue) < rates.index(red)        # the higher rate (2.0) blue

@@ -41,8 +41,8 @@ def pvm(run, pre):
                     f'{pre}-pvm-{what[:3] if what == "latency" else "bw"}-{slug(stack)}-{rng}',
                     f'{label(run, stack)}: {what}, {where} size of the {rng} range', rows,
                     cols, values, svg_stamp(run), 'route and packing', f'{unit}; colour: red '
-                    'above, blue below the geometric mean of the cells.',
-                    centre=geomean(list(values.values())))
+                    'worse (slower), blue better than the geometric mean of the cells.',
+                    centre=geomean(list(values.values())), higher_is_better=what == 'bandwidth')
                 out.append(figure(chart, caption(run, [stack], f'{range_text([rng])}. ')))
     return out
 

@@ -19,9 +19,17 @@ def slug(text):
     return re.sub(r'[^A-Za-z0-9]+', '-', text).strip('-')
 
 
-def machine_text(m):
+def unrecorded(run):
+    """What a run without a machine record (its tests look up no reference: one-sided, LogGP,
+    the thesis's) still says of its machine: ReFrame's own host name."""
+    host = ((run.report or {}).get('session_info') or {}).get('hostname')
+    return f'host {host} (no machine record in the report)' if host else \
+        'machine not recorded in the report'
+
+
+def machine_text(m, run=None):
     if not m:
-        return 'machine not recorded in the report'
+        return unrecorded(run) if run else 'machine not recorded in the report'
     return (f"machine {m.get('machine_type', '?')} {m.get('machine_id', '')} "
             f"({m.get('cpu_model', '?')}, {m.get('cpus', '?')} CPUs, "
             f"{(m.get('memory_bytes') or 0) / 1e9:.1f} GB, kernel {m.get('kernel', '?')})")
@@ -29,7 +37,7 @@ def machine_text(m):
 
 def svg_stamp(run):
     m = run.machine
-    where = f"{m.get('machine_type', '?')} {m.get('machine_id', '')}" if m else 'machine ?'
+    where = f"{m.get('machine_type', '?')} {m.get('machine_id', '')}" if m else unrecorded(run)
     return f'ReFrame session {run.session[:8]} | {run.time_start} | {where}'
 
 
@@ -43,7 +51,7 @@ def stack_text(run, stack):
 def caption(run, stacks, what=''):
     versions = '; '.join(stack_text(run, s) for s in dict.fromkeys(stacks))
     return (f'<figcaption>{escape(what)}<span class="stamp">ReFrame session {escape(run.session)}'
-            f', {escape(run.time_start)}, {escape(machine_text(run.machine))}. '
+            f', {escape(run.time_start)}, {escape(machine_text(run.machine, run))}. '
             f'Stacks: {escape(versions)}.</span></figcaption>')
 
 

@@ -171,9 +171,11 @@ def _heat_colour(ratio):
     return f'rgb(255,{c},{c})' if f > 0 else f'rgb({c},{c},255)'
 
 
-def heat_map(fig_id, title, rows, cols, values, stamp, xlabel, ylabel, centre=1.0):
+def heat_map(fig_id, title, rows, cols, values, stamp, xlabel, ylabel, centre=1.0,
+             higher_is_better=False):
     """values[(row, col)] -> ratio (or None: no figure). Each cell prints its value; its
-    colour is value / centre (white at the centre)."""
+    colour is value / centre (white at the centre), red the worse side: above the centre for
+    times, below it for rates (higher_is_better)."""
     cw, ch, left, top = max(60, min(110, 480 // max(len(cols), 1))), 20, 170, TOP + 18
     width = max(left + cw * len(cols) + 20, 600)
     height = top + ch * len(rows) + 64
@@ -184,9 +186,9 @@ def heat_map(fig_id, title, rows, cols, values, stamp, xlabel, ylabel, centre=1.
         body.append(_text(left - 6, top + ch * (i + 0.7), row, 10, 'end'))
         for j, col in enumerate(cols):
             v = values.get((row, col))
+            worse = v and (centre / v if higher_is_better else v / centre)
             body.append(f'<rect class="data" x="{left + cw * j}" y="{top + ch * i}" '
-                        f'width="{cw - 1}" height="{ch - 1}" '
-                        f'fill="{_heat_colour(v and v / centre)}"/>')
+                        f'width="{cw - 1}" height="{ch - 1}" fill="{_heat_colour(worse)}"/>')
             body.append(_text(left + cw * (j + 0.5), top + ch * (i + 0.7),
                               '-' if v is None else f'{v:.3g}', 10, 'middle'))
     body.append(_text(8, top + ch * len(rows) + 32, ylabel, 10))
