@@ -109,7 +109,7 @@ def judge(values, threshold=THRESHOLD, level=0.95):
     'p_slower', 'detectable', 'verdict'}; see the module's text."""
     n = len(values)
     row = {'rounds': n, 'ratio': None, 'lo': None, 'hi': None, 'p_slower': None,
-           'detectable': None}
+           'detectable': None, 'threshold': threshold}
     if n < MIN_ROUNDS:
         return dict(row, verdict=f'too few rounds ({n}, needs {MIN_ROUNDS})')
     from scipy import stats
@@ -125,11 +125,13 @@ def judge(values, threshold=THRESHOLD, level=0.95):
                 detectable=seen, verdict=verdict)
 
 
-def decide(a_rounds, b_rounds, threshold=THRESHOLD, confidence=0.95):
-    """{'families': {name: judge()}, 'figures': {key: median over rounds of B/A}}."""
+def decide(a_rounds, b_rounds, threshold=THRESHOLD, confidence=0.95, thresholds=None):
+    """{'families': {name: judge()}, 'figures': {key: median over rounds of B/A}};
+    `thresholds`: {family: its own threshold} where one differs from `threshold`."""
     logs = log_ratios(a_rounds, b_rounds)
     level = 1 - (1 - confidence) / len(FAMILIES)
-    fams = {name: judge(family_values(logs, sizes), threshold, level)
+    fams = {name: judge(family_values(logs, sizes), (thresholds or {}).get(name, threshold),
+                        level)
             for name, sizes in FAMILIES.items()}
     keys = sorted({k for r in logs for k in r}, key=lambda k: (k[2], k[0], k[1]))
     figures = {k: math.exp(statistics.median(r[k] for r in logs if k in r)) for k in keys}

@@ -81,6 +81,9 @@ class InterleavedP2P(rfm.RegressionTestPlugin):
     #: the cost of the second side, a fraction, past which the rounds fail the test when
     #: their interval shows it; None: the figures are reported only
     max_extra = variable(float, type(None), value=None)
+    #: an absolute allowance at 8 B (us): the latency family's threshold is the larger of
+    #: max_extra and this over the first side's median 8 B time (None: max_extra alone)
+    max_extra_us_at_8 = variable(float, type(None), value=None)
     sides = ('first', 'second')
 
     def p2p_options(self):
@@ -117,7 +120,19 @@ class InterleavedP2P(rfm.RegressionTestPlugin):
         against `max_extra`."""
         first, second = ([ab.launch_figures(records(p, 'P2P')) for p in self.side_outputs(side)]
                          for side in self.sides)
-        return ab.decide(first, second, threshold=self.max_extra)['families']
+        return ab.decide(first, second, threshold=self.max_extra,
+                         thresholds=self.family_thresholds(first))['families']
+
+    def family_thresholds(self, first):
+        """{'latency': its threshold} where max_extra_us_at_8 widens it past max_extra: the
+        allowance over the first side's median 8 B time across the rounds."""
+        if self.max_extra_us_at_8 is None or self.max_extra is None:
+            return {}
+        at_8 = [t for launch in first for (_, _, size), t in launch.items() if size == 8]
+        if not at_8:
+            return {}
+        return {'latency': max(self.max_extra,
+                               self.max_extra_us_at_8 / statistics.median(at_8))}
 
     @sn.deferrable
     def beyond_max_extra(self):
@@ -131,7 +146,7 @@ class InterleavedP2P(rfm.RegressionTestPlugin):
             elif f['verdict'] == 'slower':
                 out.append(f'{name}: {b} over {a} {f["ratio"]:.3f} [{f["lo"]:.3f}-'
                            f'{f["hi"]:.3f}] over {f["rounds"]} rounds, above '
-                           f'{1 + self.max_extra:.3f} (the run could see '
+                           f'{1 + f["threshold"]:.3f} (the run could see '
                            f'{100 * f["detectable"]:.1f} %)')
         return '; '.join(out)
 

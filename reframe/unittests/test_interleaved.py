@@ -58,8 +58,10 @@ class _Rounds:
     families = InterleavedP2P.families
     beyond_max_extra = InterleavedP2P.beyond_max_extra
 
-    def __init__(self, tmp_path, bare, image, max_extra=0.03):
-        self.max_extra, self.paths = max_extra, {}
+    family_thresholds = InterleavedP2P.family_thresholds
+
+    def __init__(self, tmp_path, bare, image, max_extra=0.03, max_extra_us_at_8=None):
+        self.max_extra, self.max_extra_us_at_8, self.paths = max_extra, max_extra_us_at_8, {}
         for side, launches in (('bare', bare), ('image', image)):
             self.paths[side] = []
             for r, times in enumerate(launches):
@@ -94,3 +96,21 @@ def test_the_tax_fails_when_the_rounds_show_the_image_slower_than_max_extra(tmp_
 def test_too_few_rounds_to_judge_fail_and_say_how_many_are_needed(tmp_path):
     got = _Rounds(tmp_path, _launches(1.0, 4), _launches(1.0, 4)).beyond_max_extra().evaluate()
     assert 'latency: too few rounds (4, needs 6): set -S _Rounds.rounds to at least 6' in got
+
+
+def test_an_allowance_at_8_bytes_widens_the_latency_family_only(tmp_path):
+    """ContainerTax's targets: 3 % (the bandwidth family), 0.1 us at 8 B (the latency one)."""
+    bare = _launches(1.0)                       # 8 B at 0.5-0.81 us: median 0.65 us
+    slow = _launches(1.10)                      # +10 %: 0.065 us at the median 8 B time
+    got = _Rounds(tmp_path, bare, slow, max_extra_us_at_8=0.1).beyond_max_extra().evaluate()
+    assert not got.startswith('latency') and got.startswith('bandwidth: image over bare 1.100')
+    assert 'above 1.030' in got
+    # past the allowance (0.1 us over 0.65 us: 15.2 %) the latency family fails too
+    slower = _launches(1.2)
+    got = _Rounds(tmp_path, bare, slower, max_extra_us_at_8=0.1).beyond_max_extra().evaluate()
+    assert got.startswith('latency: image over bare 1.200') and 'above 1.152' in got
+    # a slow stack's 8 B (0.1 us of 45 us) keeps max_extra: the larger of the two
+    big = [{s: t * 60 if s == 8 else t for s, t in r.items()} for r in bare]
+    rounds = _Rounds(tmp_path, big, big, max_extra_us_at_8=0.1)
+    assert rounds.family_thresholds([{('Send-Recv', 'complete', 8): 45.0}]) == \
+        {'latency': 0.03}
