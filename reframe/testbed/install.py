@@ -24,7 +24,9 @@ REFRAME_PIN = 'reframe-hpc==4.10.4'
 # --performance-compare); reframe-hpc's own requirement on it is skipped by pip (an extra marker).
 # ruptures: make history's change points (testbed/changepoints.py), with the numpy and scipy pip
 # resolved for it here (scipy also serves testbed.ab).
+# pytest-xdist: the test command's unit tests on two workers, a file each (ci/test.sh)
 TOOL_PACKAGES = [REFRAME_PIN, 'polars==1.44.2', 'polars-runtime-32==1.44.2', 'pytest==8.3.5',
+                 'pytest-xdist==3.8.0', 'execnet==2.1.2',
                  'ruptures==1.1.10', 'numpy==2.4.6', 'scipy==1.17.1']
 # What every build and job needs besides the stacks: compilers, make, venv support, setpriv
 # (util-linux), ps (procps); for HPL single-threaded OpenBLAS, patch, and curl to fetch the
