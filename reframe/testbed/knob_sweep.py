@@ -36,7 +36,7 @@ from reframe.core.builtins import performance_function, run_after, run_before
 from testbed import binding, registry, results
 from testbed.checks import AppBuild, ReferenceLookup, payload_problem, records, stack_of
 from testbed.launch import StackLaunch, after_launch, extra_launch
-from testbed.p2p import physical_bound_problem
+from testbed.p2p import geomean_of, physical_bound_problem
 
 
 class KnobSweepBuild(AppBuild):
@@ -381,10 +381,7 @@ class KnobSweepBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         return False
 
     def _geomean(self, name, field):
-        vals = [r[field] for r in self._mpi(name).values()]
-        if not vals or any(v is None or v <= 0 for v in vals):
-            raise ValueError(f'{field}: no positive value for every size')
-        return math.exp(sum(math.log(v) for v in vals) / len(vals))
+        return geomean_of(self._mpi(name).values(), field)
 
     @performance_function('us')
     def send_latency(self):

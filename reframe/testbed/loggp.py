@@ -317,8 +317,6 @@ class LogGPBase(PeersInJob):
     min_time_ms = variable(float, value=2.0)
     #: the queue depth whose size sweep G is fitted on
     fit_q = variable(int, value=8)
-    #: the noise factor of the asserted inequalities (1: the quartiles alone decide)
-    noise_factor = variable(float, value=1.0)
 
     def depths(self):
         return [1, 8, 64] if self.quick == 'yes' else [1, 2, 4, 8, 16, 32, 64]
@@ -404,7 +402,8 @@ class LogGPBase(PeersInJob):
         set_perf_variables(self, {k: (u, sn.defer(v)) for k, (u, v) in fig.items()})
 
     def loggp_problems(self):
-        """The inequalities that hold on any machine, each within noise (above_within_noise)."""
+        """The checks that hold on any machine: the records complete, G_eager and G_rndv
+        positive, the peers' ratios where asserted."""
         out = self.common_problems(['P2P', 'P2P-FLOOD', 'P2P-OVERLAP'])
         if out:
             return out

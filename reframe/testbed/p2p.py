@@ -59,6 +59,15 @@ PER_SIZE_RANGES = ('quick', 'large')
 PER_SIZE = 'time_over_tcp_poll@{}'
 
 
+def geomean_of(rows, field):
+    """The geometric mean of `field` over a run's records (a size each); every value must be
+    positive (a missing one would move the mean)."""
+    vals = [r[field] for r in rows]
+    if not vals or any(v is None or v <= 0 for v in vals):
+        raise ValueError(f'{field}: no positive value for every size')
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
 def per_size_of(name):
     """The message size of a per-size figure's name (PER_SIZE)."""
     return int(name.rsplit('@', 1)[1])
@@ -256,10 +265,8 @@ class P2PMatrixBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     @sn.deferrable
     def _geomean(self, field):
-        vals = [r[field] for r in records(self._out_path(), 'P2P') if r['transport'] == 'mpi']
-        if not vals or any(v is None or v <= 0 for v in vals):
-            raise ValueError(f'{field}: no positive value for every size')
-        return math.exp(sum(math.log(v) for v in vals) / len(vals))
+        return geomean_of([r for r in records(self._out_path(), 'P2P')
+                           if r['transport'] == 'mpi'], field)
 
     @performance_function('us')
     def latency(self):

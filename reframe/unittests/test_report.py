@@ -202,7 +202,7 @@ def test_a_run_without_machine_record_names_reframes_host():
     run = Run(path=None, report={'session_info': {'hostname': 'node7'}}, session='abcdef12',
               time_start='2026-11-29 12:00 UTC', machine={}, cases=[])
     assert 'host node7 (no machine record in the report)' in page.svg_stamp(run)
-    assert page.machine_text({}, run) == 'host node7 (no machine record in the report)'
+    assert page.machine_text(run) == 'host node7 (no machine record in the report)'
     bare = Run(path=None, report={}, session='x', time_start='', machine={}, cases=[])
     assert page.svg_stamp(bare).endswith('machine not recorded in the report')
 

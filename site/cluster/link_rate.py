@@ -133,18 +133,18 @@ def check(seconds=1.0):
         return False, (f"cluster check: {len(nodes)} node: the rate is checked between two "
                        f"nodes (make cluster-up NODES=2)")
     a, b = nodes[0], nodes[1]
+    rate = st['link'].get('rate_mbit')
+    floor = payload_ceiling(rate, st['mtu']) * RATE_FLOOR if rate else 0.0
     try:
         exe = build(cluster.RUN)
         best = 0.0
         for _ in range(TRIES):
             rec = stream(exe, (b['ns'], b['cpu']), (a['ns'], a['cpu']), b['addr'], seconds)
             best = max(best, rec['MBps'])
-            rate = st['link'].get('rate_mbit')
-            if not rate or best >= payload_ceiling(rate, st['mtu']) * RATE_FLOOR:
+            if best >= floor:
                 break
         capacity = None
-        rate = st['link'].get('rate_mbit')
-        if rate and best < payload_ceiling(rate, st['mtu']) * RATE_FLOOR:
+        if best < floor:
             capacity = stream(exe, (b['ns'], b['cpu']), (None, a['cpu']), b['addr'],
                               seconds)['MBps']
     except (ProbeError, OSError, ValueError, subprocess.TimeoutExpired) as e:

@@ -30,7 +30,7 @@ def overview(runs):
                            f'{s} (version not reported)' for s in run.stacks)
         rows.append(f'<tr><td><a href="#r{i}">{escape(str(run.path))}</a></td>'
                     f'<td>{escape(run.session)}</td><td>{escape(run.time_start)}</td>'
-                    f'<td>{escape(page.machine_text(run.machine, run))}</td>'
+                    f'<td>{escape(page.machine_text(run))}</td>'
                     f'<td style="text-align:left">{escape(stacks)}</td></tr>')
     return ('<table><tr><th>report</th><th>ReFrame session</th><th>started</th><th>machine'
             '</th><th>stacks (library version reported at run time; in full under each figure)</th>'

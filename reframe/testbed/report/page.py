@@ -27,9 +27,10 @@ def unrecorded(run):
         'machine not recorded in the report'
 
 
-def machine_text(m, run=None):
+def machine_text(run):
+    m = run.machine
     if not m:
-        return unrecorded(run) if run else 'machine not recorded in the report'
+        return unrecorded(run)
     return (f"machine {m.get('machine_type', '?')} {m.get('machine_id', '')} "
             f"({m.get('cpu_model', '?')}, {m.get('cpus', '?')} CPUs, "
             f"{(m.get('memory_bytes') or 0) / 1e9:.1f} GB, kernel {m.get('kernel', '?')})")
@@ -51,7 +52,7 @@ def stack_text(run, stack):
 def caption(run, stacks, what=''):
     versions = '; '.join(stack_text(run, s) for s in dict.fromkeys(stacks))
     return (f'<figcaption>{escape(what)}<span class="stamp">ReFrame session {escape(run.session)}'
-            f', {escape(run.time_start)}, {escape(machine_text(run.machine, run))}. '
+            f', {escape(run.time_start)}, {escape(machine_text(run))}. '
             f'Stacks: {escape(versions)}.</span></figcaption>')
 
 

@@ -139,7 +139,7 @@ def section(runs):
         cap = ('<figcaption>Shaded: testbed.compare judged figures of that test slower (red) '
                'or faster (blue) from one release to the next.<span class="stamp">' +
                ' '.join(escape(f'ReFrame session {sid}, {run.time_start}, '
-                               f'{machine_text(run.machine, run)}: ' + '; '.join(
+                               f'{machine_text(run)}: ' + '; '.join(
                                    stack_text(run, s) for s in stacks) + '.')
                         for sid, (run, stacks) in by_session.items()) + '</span></figcaption>')
         out += [_chart(family, rels, pairs, spec, stamp, cap) for spec in CHARTS]
