@@ -5,6 +5,8 @@ not change, and where the record says how many CPUs each rank may run on (cpus_a
 is 1; a self-bound rank r must be on the (r mod n)-th CPU the job may use."""
 import os
 
+from testbed.checks import records
+
 
 def allowed_cpus():
     """The CPUs this job may use, in order (ReFrame's local scheduler: the same as ours)."""
@@ -38,3 +40,15 @@ def placement_problem(run, end, self_bind=False, allowed=None):
             return (f'self-bound ranks not on the CPUs asked: expected {asked}, pinned to '
                     f'{run["bind_cpus"]}, ran on {start}')
     return None
+
+
+def launch_placement_problem(path, self_bind=False, one_per_node=False):
+    """None when the p2p program's launch whose output is `path` ended and its ranks sat where
+    they should, else what is wrong: no start or end record (the run was cut short), both ranks
+    on one host where `one_per_node` asked for one on each node, or placement_problem."""
+    run, end = records(path, 'P2P-RUN'), records(path, 'P2P-END')
+    if not run or not end:
+        return 'no P2P-RUN or P2P-END record: the run was cut short'
+    if one_per_node and run[0]['host'] == run[0]['host_rank1']:
+        return f"both ranks ran on {run[0]['host']}: one per node was asked for"
+    return placement_problem(run[0], end[0], self_bind)

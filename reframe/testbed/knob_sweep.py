@@ -321,11 +321,8 @@ class KnobSweepBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             problem = payload_problem(rows, self.samples, lambda r: f"{name}: {r['transport']}")
             if problem:
                 return problem
-            run = records(os.path.join(self.stagedir, name), 'P2P-RUN')
-            end = records(os.path.join(self.stagedir, name), 'P2P-END')
-            if not run or not end:
-                return f'{name}: no P2P-RUN or P2P-END record: the run was cut short'
-            problem = binding.placement_problem(run[0], end[0], stack_of(self)[1].self_bind)
+            problem = binding.launch_placement_problem(os.path.join(self.stagedir, name),
+                                                       stack_of(self)[1].self_bind)
             if problem:
                 return f'{name}: {problem}'
         return physical_bound_problem(self._rows(self._out())) or True

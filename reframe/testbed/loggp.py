@@ -288,9 +288,9 @@ class PeersInJob(StackLaunch, rfm.RunOnlyRegressionTest):
         path = self.out_path()
         if self.exit_status_after('P2P-END') != 0:
             return [f'p2p exited with {self.exit_status_after("P2P-END")}']
-        run, end = records(path, 'P2P-RUN'), records(path, 'P2P-END')
-        if not run or not end:
-            return ['no P2P-RUN or P2P-END record: run cut short']
+        why = binding.launch_placement_problem(path, stack_of(self)[1].self_bind)
+        if why and not records(path, 'P2P-END'):
+            return [why]
         out = [f"{r['transport']} {r['mode']}: unsupported: {r['reason']}"
                for r in records(path, 'P2P-UNSUPPORTED')]
         out += [f"{r['transport']}: unavailable: {r['reason']}"
@@ -301,7 +301,6 @@ class PeersInJob(StackLaunch, rfm.RunOnlyRegressionTest):
                     out.append(f"{tag} {r.get('style', r['transport'])} {r['size_bytes']} "
                                f"bytes: {r['checked_messages']} payloads checked, fewer than "
                                f"{r['samples']} samples")
-        why = binding.placement_problem(run[0], end[0], stack_of(self)[1].self_bind)
         return out + ([why] if why else [])
 
 

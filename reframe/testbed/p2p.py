@@ -194,16 +194,11 @@ class P2PMatrixBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             or self._within_link_rate(rows) or physical_bound_problem(rows)
         if problem:
             return problem
-        run = records(self._out_path(), 'P2P-RUN')[0]
-        end = records(self._out_path(), 'P2P-END')[0]
-        if self.num_tasks_per_node == 1 and run['host'] == run['host_rank1']:
-            return f"both ranks ran on {run['host']}: one per node was asked for"
         # The rule su3_rmd and HPL are judged by: distinct CPUs, each rank allowed its own
         # alone, none moved, self-bound ranks on the CPU asked for.
-        problem = binding.placement_problem(run, end, stack_of(self)[1].self_bind)
-        if problem:
-            return problem
-        return True
+        return binding.launch_placement_problem(self._out_path(), stack_of(self)[1].self_bind,
+                                                one_per_node=self.num_tasks_per_node == 1) \
+            or True
 
     #: a shaped link carries at most its rate; 2% for the clock
     LINK_RATE_TOLERANCE = 0.02

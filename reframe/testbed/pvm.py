@@ -11,7 +11,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before
 
 from testbed import samples
-from testbed.binding import placement_problem
+from testbed.binding import launch_placement_problem
 from testbed.checks import (AppBuild, ReferenceLookup, compiler_of, payload_problem, records,
                             stack_of)
 from testbed.launch import StackLaunch
@@ -97,13 +97,10 @@ class PvmMatrixBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             or (self._inplace_not_slower() if self.pack == 'byte' else self._raw_not_faster())
         if problem:
             return problem
-        run = records(self._out(), 'P2P-RUN')[0]
-        if self.num_tasks_per_node == 1 and run['host'] == run['host_rank1']:
-            return f"both ranks ran on {run['host']}: one per node was asked for"
         # The rule of every MPI test: distinct CPUs, each task allowed its own alone, none
         # moved, and (p2p-pvm pins itself, --bind-self) each on the CPU asked for.
-        return placement_problem(run, records(self._out(), 'P2P-END')[0], self_bind=True) \
-            or True
+        return launch_placement_problem(self._out(), self_bind=True,
+                                        one_per_node=self.num_tasks_per_node == 1) or True
 
     #: the study's finding asserted in its direction where it held in every run here
     #: (docs/pvm.md): PvmDataInPlace at least as fast as PvmDataRaw for a 1 MiB message

@@ -173,9 +173,9 @@ class ThesisOriginalBase(StackLaunch, rfm.RunOnlyRegressionTest):
             or (crossing_verdict(rows) if self.between_nodes else None)
         if problem:
             return problem
-        run = records(os.path.join(self.stagedir, self.stdout.evaluate()), 'P2P-RUN')[0]
-        end = records(os.path.join(self.stagedir, self.stdout.evaluate()), 'P2P-END')[0]
-        return binding.placement_problem(run, end, stack_of(self)[1].self_bind) or True
+        return binding.launch_placement_problem(
+            os.path.join(self.stagedir, self.stdout.evaluate()), stack_of(self)[1].self_bind) \
+            or True
 
     @run_before('performance')
     def define_perf(self):

@@ -113,9 +113,8 @@ class OneSided(StackLaunch, rfm.RunOnlyRegressionTest):
         problem = payload_problem(rows, self.samples, lambda r: f"{r['transport']} {r['pair']}")
         if problem:
             return problem
-        run = records(self._out(), 'P2P-RUN')[0]
-        end = records(self._out(), 'P2P-END')[0]
-        return binding.placement_problem(run, end, stack_of(self)[1].self_bind) or True
+        return binding.launch_placement_problem(self._out(), stack_of(self)[1].self_bind) \
+            or True
 
     @run_after('sanity')
     def keep_version(self):
