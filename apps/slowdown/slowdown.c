@@ -106,20 +106,23 @@ typedef intptr_t I;
 
 /* Every call the shim can slow; the index is its bit in `slowed`. */
 enum { SEND, SSEND, ISEND, ISSEND, RECV, IRECV, WAIT, WAITALL, ALLREDUCE,
-       REDUCE, BARRIER, BCAST, IPROBE, CBLAS_DGEMM, DGEMM, NCALLS, INIT = NCALLS,
-       TEST, TESTALL, TYPE_SIZE, NREAL };   /* after NCALLS: called, never slowed themselves */
+       REDUCE, BARRIER, BCAST, IPROBE, CBLAS_DGEMM, DGEMM, PVM_SEND, PVM_RECV, NCALLS,
+       INIT = NCALLS, TEST, TESTALL, TYPE_SIZE, NREAL };   /* after NCALLS: never slowed */
 static const char *const names[NREAL] = {
     "MPI_Send", "MPI_Ssend", "MPI_Isend", "MPI_Issend", "MPI_Recv", "MPI_Irecv",
     "MPI_Wait", "MPI_Waitall", "MPI_Allreduce", "MPI_Reduce", "MPI_Barrier",
-    "MPI_Bcast", "MPI_Iprobe", "cblas_dgemm", "dgemm_", "MPI_Init", "MPI_Test",
+    "MPI_Bcast", "MPI_Iprobe", "cblas_dgemm", "dgemm_", "pvm_send", "pvm_recv", "MPI_Init",
+    "MPI_Test",
     "MPI_Testall", "MPI_Type_size",
 };
-/* What p2p, su3_rmd and HPL spend their timed regions in. Not by default:
+/* What p2p, su3_rmd and HPL spend their timed regions in, and p2p-pvm (PVM's
+ * pvm_send and pvm_recv, which an MPI program never calls). Not by default:
  * MPI_Barrier and MPI_Bcast (set-up and sample boundaries, outside the timed
  * regions; slowing them would carry a ping-pong's compounding from one sample
  * to the next) and MPI_Iprobe (HPL's polling loop: its elapsed time is spin). */
 #define DEFAULT_CALLS "MPI_Send,MPI_Ssend,MPI_Isend,MPI_Issend,MPI_Recv," \
-    "MPI_Irecv,MPI_Wait,MPI_Waitall,MPI_Allreduce,MPI_Reduce,cblas_dgemm,dgemm_"
+    "MPI_Irecv,MPI_Wait,MPI_Waitall,MPI_Allreduce,MPI_Reduce,cblas_dgemm,dgemm_," \
+    "pvm_send,pvm_recv"
 
 static double extra;            /* f - 1; 0 when inactive */
 static long fixed_ns;           /* "+Nns": N; 0 in factor mode */
@@ -636,17 +639,13 @@ void dgemm_(I a, I b, I c, I d, I e, I f, I g, I h, I i, I j, I k, I l, I m, I n
     work_leave(work);
 }
 
-/* Not slowed: says, once per rank, that the shim reached it. */
-int MPI_Init(I argc, I argv)
+/* Says, once per process, that the shim is active in it: at MPI_Init, or for a PVM task
+ * (which has none) at its first pvm_send or pvm_recv. */
+static void announce(void)
 {
-    int rc = ((int (*)(I, I))resolve(INIT))(argc, argv);
-    if (hang_call >= 0 && my_rank < 0)
-        bad("TESTBED_SLOWDOWN_HANG", hang_setting, "this rank's launcher set none of PMI_RANK, "
-            "PMIX_RANK, OMPI_COMM_WORLD_RANK, LAMRANK, SLURM_PROCID, MV2_COMM_WORLD_RANK: "
-            "no rank to hang");
-    if (hang_call >= 0 && my_rank == hang_rank)
-        fprintf(stderr, "slowdown: hang armed: %s call %ld on rank %d (pid %d)\n",
-                names[hang_call], hang_nth, hang_rank, (int)getpid());
+    static int done;
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
+        return;
     if (copies)
         fprintf(stderr, "slowdown: active copy x%g of every send buffer (pid %d)\n", copies,
                 (int)getpid());
@@ -665,5 +664,32 @@ int MPI_Init(I argc, I argv)
                     sends_before ? ", sends padded before" : "",
                     polls ? ", waits polled" : "", (int)getpid());
     }
+}
+
+/* Not slowed: says, once per rank, that the shim reached it. */
+int MPI_Init(I argc, I argv)
+{
+    int rc = ((int (*)(I, I))resolve(INIT))(argc, argv);
+    if (hang_call >= 0 && my_rank < 0)
+        bad("TESTBED_SLOWDOWN_HANG", hang_setting, "this rank's launcher set none of PMI_RANK, "
+            "PMIX_RANK, OMPI_COMM_WORLD_RANK, LAMRANK, SLURM_PROCID, MV2_COMM_WORLD_RANK: "
+            "no rank to hang");
+    if (hang_call >= 0 && my_rank == hang_rank)
+        fprintf(stderr, "slowdown: hang armed: %s call %ld on rank %d (pid %d)\n",
+                names[hang_call], hang_nth, hang_rank, (int)getpid());
+    announce();
     return rc;
 }
+
+/* PVM's blocking send and receive (int tid, int msgtag), as p2p-pvm's pvm_send/pvm_recv
+ * cases call them; a PVM task says the shim is active at its first one. */
+#define WRAP_PVM(i, name)                                            \
+    WRAP(i, name##_slowed, (I a, I b), (a, b))                       \
+    int name(I a, I b)                                               \
+    {                                                                \
+        announce();                                                  \
+        return name##_slowed(a, b);                                  \
+    }
+
+WRAP_PVM(PVM_SEND, pvm_send)
+WRAP_PVM(PVM_RECV, pvm_recv)

@@ -54,10 +54,16 @@ def order(rounds):
     return out
 
 
+#: the transports a launch of the timing core measures (MPI two-sided, or PVM's calls in
+#: p2p-pvm), as against the raw layers it runs beside them as baselines (shm, memcpy, tcp)
+MEASURED = ('mpi', 'pvm')
+
+
 def launch_figures(recs):
-    """{(pair, variant, size): median half round trip, us} of one launch's MPI records."""
+    """{(pair, variant, size): median half round trip, us} of one launch's measured records
+    (MPI's, or PVM's)."""
     return {(r['pair'], r['variant'], r['size_bytes']): r['median_us'] for r in recs
-            if r.get('transport') == 'mpi' and r.get('median_us', 0) > 0}
+            if r.get('transport') in MEASURED and r.get('median_us', 0) > 0}
 
 
 def log_ratios(a_rounds, b_rounds):

@@ -38,15 +38,16 @@ def incomplete(paths):
         name = os.path.basename(path)
         if not os.path.exists(path) or not records(path, 'P2P-END'):
             return f'{name}: no P2P-END record (see its .err)'
-        got = {r['size_bytes'] for r in records(path, 'P2P') if r['transport'] == 'mpi'}
+        got = {r['size_bytes'] for r in records(path, 'P2P') if r['transport'] in ab.MEASURED}
         if got != set(SIZES):
             return f'{name}: sizes {sorted(got)}, not {list(SIZES)}'
     return None
 
 
 def medians(recs):
-    """{size: median half round trip (us)} of the MPI records of one launch."""
-    return {r['size_bytes']: r['median_us'] for r in recs if r.get('transport') == 'mpi'}
+    """{size: median half round trip (us)} of the measured records (MPI's or PVM's) of one
+    launch."""
+    return {r['size_bytes']: r['median_us'] for r in recs if r.get('transport') in ab.MEASURED}
 
 
 def paired(first, second, sides):

@@ -159,6 +159,11 @@ def join_words(test, stack):
     (--join); started by the stack's own launcher here, it is told the count and a tag that
     the job's shell makes new for every launch. The fallback launcher's ranks on a cluster
     (one a node in the testbed's jobs) are started alone."""
+    if stack.family == 'pvm':
+        # PVM's tasks meet over sockets, never in each other's memory; and rank 1, spawned by
+        # the pvmd, could not share a tag the job's shell draws for rank 0 (a second image
+        # launch in a job then joined the first's vanished group: "join: no PID")
+        return []
     launcher = test.current_partition.launcher_type.registered_name
     if launcher != 'srun':
         return [f'--join-ct={test.num_tasks}', '--join-tag=tb$$-$RANDOM$RANDOM']
@@ -507,9 +512,12 @@ class StackLaunch(HangGuard):
         if pause:
             self.env_vars['TESTBED_SLOWDOWN_PAUSE'] = shlex.quote(pause)
         if self.injected_slowdown > 1.0 or self.injected_delay_ns:
-            # Each rank says so at MPI_Init: fail the job if a launcher did not pass it on.
+            # Each rank says so at MPI_Init (a PVM task at its first pvm_send or pvm_recv; a
+            # spawned one's line comes through rank 0, after "[tTID] "): fail the job if a
+            # launcher did not pass it on.
             self.postrun_cmds += [
-                f'[ "$(grep -c "^slowdown: active" {self.job.stderr})" -ge {self.num_tasks} ] '
+                f'[ "$(grep -cE "^(\\[t[0-9a-f]+\\] )?slowdown: active" {self.job.stderr})" '
+                f'-ge {self.num_tasks} ] '
                 f'|| {{ echo "slowdown shim not active in every rank" >&2; exit 1; }}']
 
 

@@ -16,17 +16,23 @@ tax_could_see@FAMILY the smallest cost the run could have shown (percent), so a 
 tax above that". Runs on the systems testbed-local-images (make images
 unpacks a copy of each image here) and testbed-cluster-images (make cluster-pull), whose plan
 starts each rank in the image.
+
+PvmContainerTax is the same for PVM (p2p-pvm, pvm_send with PvmDataInPlace and pvm_recv over
+the direct route, the fastest of PVM's paths): the job's pvmd runs bare, rank 0 is started bare
+or in the image, and spawns rank 1 the same way (TESTBED_PVM_SPAWN_WRAPPER, unset for the bare
+launches).
 """
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import fixture, parameter, run_after, run_before
 
 from testbed.ab import FAMILIES
-from testbed.checks import ReferenceLookup
+from testbed.checks import APPS, ReferenceLookup
 from testbed.interleaved import SIZES, InterleavedP2P, incomplete
 from testbed.launch import StackLaunch, extra_launch, rank_in_image
 from testbed.p2p import P2PBuild
 from testbed.perf import set_perf_variables
+from testbed.pvm import PvmBuild
 
 
 @rfm.simple_test
@@ -90,3 +96,32 @@ class ContainerTax(InterleavedP2P, StackLaunch, ReferenceLookup, rfm.RunOnlyRegr
                             for f in FAMILIES} |
                            {f'tax_could_see@{f}': ('%', self.family_figure(f, 'detectable'))
                             for f in FAMILIES})
+
+
+@rfm.simple_test
+class PvmContainerTax(ContainerTax):
+    descr = 'PVM ping-pong bare and in the image, interleaved launch by launch'
+    valid_prog_environs = ['+pvm']
+    # apps/pvm holds pvmd-job, which the registry's boot and halt run from the stage directory
+    sourcesdir = str(APPS / 'pvm')
+    build = fixture(PvmBuild, scope='environment')
+    tags = {'containers', 'pvm'}
+
+    def p2p_options(self):
+        return ['--pvm-route', 'direct', '--pvm-send', 'send', '--pvm-recv', 'recv',
+                '--pvm-encoding', 'inplace', '--sizes', 'quick', '--samples', str(self.samples),
+                '--baselines', 'none', '--stack', self.stack_name, '--bind-self']
+
+    @run_before('run')
+    def interleave(self):
+        """As ContainerTax's, but a bare rank 0 spawns its rank 1 bare: the plan's spawn
+        wrapper (the image's words, set for the job) is unset for those launches."""
+        self.executable = self.build.executable_path
+        self.executable_opts = self.p2p_options()
+        program = [self.executable, *self.executable_opts]
+        spread = self.placement == 'two-nodes'
+        bare = ' '.join(extra_launch(self, 2, over_the_nodes=spread) +
+                        ['env', '-u', 'TESTBED_PVM_SPAWN_WRAPPER'] + program)
+        image = ' '.join(extra_launch(self, 2, over_the_nodes=spread) + rank_in_image(self) +
+                         program)
+        self.add_rounds(bare, lambda r: image, first_as_baseline=True)

@@ -135,3 +135,27 @@ def test_the_container_tax_runs_on_one_host_and_across_two_nodes(workdir):  # no
         assert len(bare) == 1 and bare[0].startswith(start) and 'ch-run' not in bare[0], lines
         assert len(inside) == 1 and inside[0].startswith(start) and \
             f'ch-run {words} -- ' in inside[0], lines
+
+
+def test_the_pvm_container_tax_spawns_rank_1_where_rank_0_runs(workdir):  # noqa: F811
+    """PvmContainerTax on this host: the bare launches unset the spawn wrapper (rank 1 bare
+    too), the image launches start rank 0 in ch-run, and the wrapper the job exports for rank
+    1 is the same words; no --join: a join tag drawn by the job's shell for rank 0 would not
+    reach rank 1, which the pvmd spawns."""
+    here = '/var/tmp/mpi-testbed-oci/host-images/pvm-3.4/rootfs'
+    oci = workdir / 'oci'
+    oci.mkdir()
+    (oci / 'images.json').write_text(json.dumps({'images': {}, 'rootfs': {'pvm-3.4': here}}))
+    reframe(workdir, '--dry-run', '--system', 'testbed-local-images', '-n', 'PvmContainerTax',
+            '-p', '^pvm-3_4$', '-S', 'PvmContainerTax.rounds=2',
+            env={'TESTBED_OCI_DIR': str(oci)})
+    lines = job_script(workdir, 'PvmContainerTax').splitlines()
+    words = f'ch-run -b /var/tmp:/var/tmp {here} --'
+    bare = [line for line in lines if line.endswith('> bare_1.out 2> bare_1.err')]
+    inside = [line for line in lines if line.endswith('> image_1.out 2> image_1.err')]
+    assert len(bare) == 1 and 'env -u TESTBED_PVM_SPAWN_WRAPPER ' in bare[0] and \
+        'ch-run' not in bare[0], lines
+    assert len(inside) == 1 and f'{words} ' in inside[0] and \
+        'TESTBED_PVM_SPAWN_WRAPPER' not in inside[0], lines
+    exported = [line for line in lines if line.startswith('export TESTBED_PVM_SPAWN_WRAPPER=')]
+    assert len(exported) == 1 and words in exported[0] and '--join' not in exported[0], lines

@@ -216,3 +216,38 @@ def test_bad_setting_stops_the_job_naming_the_variable(built, env, message):
     assert message in proc.stderr
     assert proc.stderr.count('slowdown:') == 1    # the first process to load it stops
     assert 'P2P' not in proc.stdout
+
+
+def test_a_pvm_task_says_the_shim_is_active_and_its_sends_and_receives_are_padded(built,
+                                                                                  tmp_path):
+    """PVM's pvm_send and pvm_recv are wrapped as the MPI calls are (the PVM container tax
+    shows its bite with them); a PVM task has no MPI_Init, so it says so at its first call.
+    A stand-in library whose calls spin 200 us each takes PVM's place: no pvmd needed."""
+    shim, _ = built
+    lib, prog = tmp_path / 'libfakepvm.so', tmp_path / 'task'
+    (tmp_path / 'fake.c').write_text(
+        '#include <time.h>\n'
+        'static void spin(void) { struct timespec a, b; clock_gettime(CLOCK_MONOTONIC, &a);\n'
+        '  do clock_gettime(CLOCK_MONOTONIC, &b);\n'
+        '  while ((b.tv_sec - a.tv_sec) * 1000000000L + b.tv_nsec - a.tv_nsec < 200000); }\n'
+        'int pvm_send(int tid, int tag) { (void)tid; (void)tag; spin(); return 0; }\n'
+        'int pvm_recv(int tid, int tag) { (void)tid; (void)tag; spin(); return 1; }\n')
+    (tmp_path / 'task.c').write_text(
+        'int pvm_send(int, int); int pvm_recv(int, int);\n'
+        'int main(void) { for (int i = 0; i < 50; i++) { pvm_send(1, 1); pvm_recv(1, 1); }\n'
+        '  return 0; }\n')
+    subprocess.run(['cc', '-shared', '-fPIC', '-o', str(lib), str(tmp_path / 'fake.c')],
+                   check=True)
+    subprocess.run(['cc', '-o', str(prog), str(tmp_path / 'task.c'), f'-L{tmp_path}',
+                    '-lfakepvm', f'-Wl,-rpath,{tmp_path}'], check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith('TESTBED_SLOWDOWN')}
+    proc = subprocess.run([str(prog)], env=dict(env, LD_PRELOAD=str(shim), TESTBED_SLOWDOWN='2',
+                                                TESTBED_SLOWDOWN_CALLS='pvm_send,pvm_recv'),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r'^slowdown: active factor 2 on pvm_send,pvm_recv ', proc.stderr, re.M), \
+        proc.stderr
+    (_, calls, own, injected, *_), = ACCOUNT.findall(proc.stderr)
+    assert int(calls) == 100
+    # factor 2: about as much injected as the calls' own time (a timed call is never shorter)
+    assert 0.9 <= int(injected) / int(own) <= 1.1, proc.stderr
