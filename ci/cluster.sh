@@ -29,7 +29,9 @@
 #                         16 ranks over the two nodes; mpich-4.0's start-up program hangs in
 #                         MPI_Finalize in some launches, docs/cluster.md); raw TCP between the
 #                         nodes with the socket buffers swept on gige (LinkSockbuf) and MTU
-#                         1500's segment against 9000's on 10gige MTU 9000 (LinkMtu).
+#                         1500's segment against 9000's on 10gige MTU 9000 (LinkMtu); LogGP
+#                         of MPI and of raw TCP between the nodes (LogGPNodes; quick asks for
+#                         its short variant with TESTBED_CLUSTER_LOGGP=1, as make studies does).
 # Each profile brings the cluster up, checks its rate (`cluster.py check`: a raw TCP stream
 # between the two nodes carries at least 90 % of the most TCP payload the rate allows and at most
 # 102 % of the rate; about 1-4 s) and takes it down
@@ -54,7 +56,10 @@ case "$profile" in
          pvm=(-n 'PvmMatrix.*%size_range=quick' -x 'PvmMatrix.*%route=daemon.*%pack=byte')
          apps=(-n 'HplRun.*%grid=1x2' -S HplRun.n_list=3600 -n 'Su3Run.*%ranks=2.*%comm=isend'
                -S Su3Run.trajectories=20)
-         sockbuf_sweep=() mtu_sweep=() ;;
+         sockbuf_sweep=() mtu_sweep=()
+         # LogGP of MPI and raw TCP between the nodes: make studies asks for it (short variant)
+         loggp=()
+         [ "${TESTBED_CLUSTER_LOGGP:-0}" = 1 ] && loggp=(-n '^LogGPNodes' -S LogGPNodes.quick=yes) ;;
   full)  stacks=${TESTBED_CLUSTER_STACKS:-} fallback=${TESTBED_CLUSTER_FALLBACK_STACKS:-pvm-3.4}
          gige_ranges='(quick|large)'
          shaped_fallback=${TESTBED_CLUSTER_SHAPED_FALLBACK_STACKS:-$fallback}
@@ -64,7 +69,8 @@ case "$profile" in
          pvm=(-n PvmMatrix)
          apps=(-n 'HplRun.*%grid=1x2' -n 'Su3Run.*%ranks=2')
          # raw TCP between the nodes, one knob swept (reframe/tests/link_sweep.py)
-         sockbuf_sweep=(-n LinkSockbuf) mtu_sweep=(-n LinkMtu) ;;
+         sockbuf_sweep=(-n LinkSockbuf) mtu_sweep=(-n LinkMtu)
+         loggp=(-n '^LogGPNodes') ;;
   *) echo "error: ci/cluster.sh: profile '$profile' is not quick or full" >&2; exit 2 ;;
 esac
 # TESTBED_CLUSTER_STACKS given (make run STACKS=...): the fallback and start-up runs keep to it
@@ -148,7 +154,7 @@ run_profile() {
 }
 startup_report=''
 with_fallback=$fallback with_startup=1 run_profile native 1500 "${matrix[@]}" -n "$sendrecv=quick" \
-    -n KnobReach "${apps[@]}"
+    -n KnobReach "${apps[@]}" "${loggp[@]}"
 with_fallback=$shaped_fallback run_profile gige 1500 -n "$sendrecv=$gige_ranges" "${sockbuf_sweep[@]}"
 run_profile 10gige 1500 -n "$sendrecv=quick"
 run_profile 10gige 9000 -n "$sendrecv=quick" "${mtu_sweep[@]}"

@@ -95,7 +95,8 @@ else
         trap 'rm -f "$marker"' EXIT
         echo "== the studies' cases on the emulated cluster (ci/cluster.sh $profile)"
         if [ "$profile" = quick ]; then
-            TESTBED_CLUSTER_STACKS=${TESTBED_CLUSTER_STACKS:-mpich-4.0} bash "$repo/ci/cluster.sh" quick \
+            TESTBED_CLUSTER_STACKS=${TESTBED_CLUSTER_STACKS:-mpich-4.0} TESTBED_CLUSTER_LOGGP=1 \
+                bash "$repo/ci/cluster.sh" quick \
                 || rc=1
         else
             bash "$repo/ci/cluster.sh" full || rc=1

@@ -146,6 +146,82 @@ def parse_imb_band(text, benchmark):
              'msg_per_s': float(m[4])} for m in row.finditer(found.group(1))]
 
 
+def loggp_depths(quick):
+    """The flood's queue depths: Bell et al.'s 1 to 64 (the short variant three of them)."""
+    return [1, 8, 64] if quick else [1, 2, 4, 8, 16, 32, 64]
+
+
+def loggp_sizes(quick):
+    """The flood's sizes: powers of two to 512 B, then 2^k and 1.5 x 2^k to 1 MiB."""
+    if quick:
+        return [8, 1024, 4096, 16384, 65536, 262144, 1048576]
+    small = [2 ** k for k in range(3, 10)]
+    large = sorted({s for k in range(10, 21) for s in (2 ** k, 3 * 2 ** (k - 1))
+                    if s <= 1048576})
+    return small + large
+
+
+def loggp_figures(path, transport, fit_q):
+    """The LogGP parameters off the records of one launch of p2p --mode loggp (`transport`'s
+    records): ({name: (unit, value)}, the two-segment fit, {q: the 8-byte flood record})."""
+    pp = {r['size_bytes']: r for r in records(path, 'P2P') if r['transport'] == transport}
+    flood = [r for r in records(path, 'P2P-FLOOD') if r['transport'] == transport]
+    over = [r for r in records(path, 'P2P-OVERLAP') if r['transport'] == transport]
+    if 8 not in pp:
+        raise LogGPError(f'{os.path.basename(path)}: no 8-byte {transport} ping-pong record')
+    o = {side: overhead([r for r in over if r['side'] == side]) for side in ('send', 'recv')}
+    g = {r['q']: r for r in flood if r['size_bytes'] == 8}
+    if fit_q not in g:
+        raise LogGPError(f'{os.path.basename(path)}: no 8-byte {transport} flood at q = {fit_q}')
+    sweep = sorted((r['size_bytes'], r['median_us']) for r in flood if r['q'] == fit_q)
+    fit = two_segments([s for s, _ in sweep], [t for _, t in sweep])
+    fig = {'eel': ('us', pp[8]['median_us']),
+           'o_s': ('us', o['send']['o_us']), 'o_r': ('us', o['recv']['o_us']),
+           'G_eager': ('ns/B', fit['G_eager']), 'G_rndv': ('ns/B', fit['G_rndv']),
+           'eager_last': ('bytes', fit['eager_last_bytes']),
+           # the F test's p of two lines against one: below 0.01 the change is detected
+           'change_p': ('p', fit['change_p']),
+           'crossover': ('bytes', crossover(g[fit_q]['median_us'], fit))}
+    fig.update({f'g_q{q}': ('us', r['median_us']) for q, r in sorted(g.items())})
+    # reported, not asserted: "pipelining does not slow" is a library's property, not the
+    # machine's (LAM 7.1's usysv slows as q grows: docs/loggp.md)
+    lo, hi = min(g), max(g)
+    fig[f'g_q{hi}_over_q{lo}'] = ('ratio', g[hi]['median_us'] / g[lo]['median_us'])
+    return fig, fit, g
+
+
+def launch_problems(path, tags, self_bind, one_per_node=False):
+    """A launch of p2p's modes that fell short, as sanity messages: no end record, a mode or
+    transport unsupported or unavailable, a record with fewer payloads checked than samples
+    (every record of `tags` checks at least one received message per sample on each
+    receiving rank), ranks not placed as asked."""
+    why = binding.launch_placement_problem(path, self_bind, one_per_node)
+    if why and not records(path, 'P2P-END'):
+        return [why]
+    out = [f"{r['transport']} {r['mode']}: unsupported: {r['reason']}"
+           for r in records(path, 'P2P-UNSUPPORTED')]
+    out += [f"{r['transport']}: unavailable: {r['reason']}"
+            for r in records(path, 'P2P-UNAVAILABLE')]
+    for tag in tags:
+        for r in records(path, tag):
+            if r['checked_messages'] < r['samples']:
+                out.append(f"{tag} {r.get('style', r['transport'])} {r['size_bytes']} "
+                           f"bytes: {r['checked_messages']} payloads checked, fewer than "
+                           f"{r['samples']} samples")
+    return out + ([why] if why else [])
+
+
+def parameter_problems(test):
+    """The test's parameters read (its read_parameters, which sets its `fit`) and G_eager and
+    G_rndv positive, as sanity messages."""
+    try:
+        test.read_parameters()
+    except (LogGPError, KeyError, ValueError) as err:
+        return [f'LogGP parameters: {err}']
+    return [f'{key} = {test.fit[key]:.4g} ns/B, not positive'
+            for key in ('G_eager', 'G_rndv') if not test.fit[key] > 0]
+
+
 def kib(size):
     return f'{size // 1048576}MiB' if size >= 1048576 else f'{size // 1024}KiB'
 
@@ -285,23 +361,9 @@ class PeersInJob(StackLaunch, rfm.RunOnlyRegressionTest):
     def common_problems(self, tags):
         """Exit, end record, placement, payloads: every record of `tags` checked at least one
         received message per sample on each receiving rank; no mode unsupported."""
-        path = self.out_path()
         if self.exit_status_after('P2P-END') != 0:
             return [f'p2p exited with {self.exit_status_after("P2P-END")}']
-        why = binding.launch_placement_problem(path, stack_of(self)[1].self_bind)
-        if why and not records(path, 'P2P-END'):
-            return [why]
-        out = [f"{r['transport']} {r['mode']}: unsupported: {r['reason']}"
-               for r in records(path, 'P2P-UNSUPPORTED')]
-        out += [f"{r['transport']}: unavailable: {r['reason']}"
-                for r in records(path, 'P2P-UNAVAILABLE')]
-        for tag in tags:
-            for r in records(path, tag):
-                if r['checked_messages'] < r['samples']:
-                    out.append(f"{tag} {r.get('style', r['transport'])} {r['size_bytes']} "
-                               f"bytes: {r['checked_messages']} payloads checked, fewer than "
-                               f"{r['samples']} samples")
-        return out + ([why] if why else [])
+        return launch_problems(self.out_path(), tags, stack_of(self)[1].self_bind)
 
 
 def _samples(rec):
@@ -318,15 +380,10 @@ class LogGPBase(PeersInJob):
     fit_q = variable(int, value=8)
 
     def depths(self):
-        return [1, 8, 64] if self.quick == 'yes' else [1, 2, 4, 8, 16, 32, 64]
+        return loggp_depths(self.quick == 'yes')
 
     def sizes(self):
-        if self.quick == 'yes':
-            return [8, 1024, 4096, 16384, 65536, 262144, 1048576]
-        small = [2 ** k for k in range(3, 10)]
-        large = sorted({s for k in range(10, 21) for s in (2 ** k, 3 * 2 ** (k - 1))
-                        if s <= 1048576})
-        return small + large
+        return loggp_sizes(self.quick == 'yes')
 
     def imb_benchmarks(self):
         return ['Uniband']
@@ -352,28 +409,8 @@ class LogGPBase(PeersInJob):
     def read_parameters(self):
         """Every parameter off the records, once; the perf variables are these figures."""
         path = self.out_path()
-        pp = {r['size_bytes']: r for r in records(path, 'P2P') if r['transport'] == 'mpi'}
+        fig, self.fit, self.g = loggp_figures(path, 'mpi', self.fit_q)
         flood = records(path, 'P2P-FLOOD')
-        over = records(path, 'P2P-OVERLAP')
-        self.eel_rec = pp[8]
-        self.o = {side: overhead([r for r in over if r['side'] == side])
-                  for side in ('send', 'recv')}
-        self.g = {r['q']: r for r in flood if r['size_bytes'] == 8}
-        sweep = sorted((r['size_bytes'], r['median_us']) for r in flood if r['q'] == self.fit_q)
-        self.fit = two_segments([s for s, _ in sweep], [t for _, t in sweep])
-        self.cross = crossover(self.g[self.fit_q]['median_us'], self.fit)
-        fig = {'eel': ('us', pp[8]['median_us']),
-               'o_s': ('us', self.o['send']['o_us']), 'o_r': ('us', self.o['recv']['o_us']),
-               'G_eager': ('ns/B', self.fit['G_eager']), 'G_rndv': ('ns/B', self.fit['G_rndv']),
-               'eager_last': ('bytes', self.fit['eager_last_bytes']),
-               # the F test's p of two lines against one: below 0.01 the change is detected
-               'change_p': ('p', self.fit['change_p']),
-               'crossover': ('bytes', self.cross)}
-        fig.update({f'g_q{q}': ('us', r['median_us']) for q, r in sorted(self.g.items())})
-        # reported, not asserted: "pipelining does not slow" is a library's property, not the
-        # machine's (LAM 7.1's usysv slows as q grows: docs/loggp.md)
-        lo, hi = min(self.g), max(self.g)
-        fig[f'g_q{hi}_over_q{lo}'] = ('ratio', self.g[hi]['median_us'] / self.g[lo]['median_us'])
         # the peers: the blocking EEL (ours the least sample, as NetPIPE takes the least of
         # its trials) and the flood at IMB's window against Uniband, message rate at 8 B and
         # bandwidth at 1 MiB
@@ -403,19 +440,11 @@ class LogGPBase(PeersInJob):
     def loggp_problems(self):
         """The checks that hold on any machine: the records complete, G_eager and G_rndv
         positive, the peers' ratios where asserted."""
-        out = self.common_problems(['P2P', 'P2P-FLOOD', 'P2P-OVERLAP'])
-        if out:
-            return out
-        try:
-            self.read_parameters()
-        except (LogGPError, KeyError, ValueError) as err:
-            return [f'LogGP parameters: {err}']
         # o_s, o_r <= EEL is reported, not asserted: LAM 7.1 broke it beyond noise in one of
         # the runs of 2026-11-29 (docs/loggp.md, "Not asserted")
-        for key in ('G_eager', 'G_rndv'):
-            if not self.fit[key] > 0:
-                out.append(f'{key} = {self.fit[key]:.4g} ns/B, not positive')
-        return out + self.peer_problems(self.ratios)
+        out = self.common_problems(['P2P', 'P2P-FLOOD', 'P2P-OVERLAP']) or \
+            parameter_problems(self)
+        return out or self.peer_problems(self.ratios)
 
 
 class StreamsBase(PeersInJob):
@@ -501,3 +530,79 @@ class StreamsBase(PeersInJob):
         except (KeyError, ValueError) as err:
             out.append(f'figures: {err}')
         return out + self.peer_problems(self.ratios)
+
+
+class LogGPNodesBase(StackLaunch, rfm.RunOnlyRegressionTest):
+    """LogGP between two nodes, one rank on each: the same launch of p2p --mode loggp over
+    MPI two-sided (the job's own launch) and over raw TCP between the same two hosts (the
+    layer MPI runs on there; a launch just before it, a baseline of the job), each parameter of
+    the two set side by side as MPI over TCP. Study 002 set MPI beside the lower layer it ran
+    on; between nodes here that layer is the kernel's TCP. TCP busy-polls (tcp_poll), as the
+    MPI libraries do: blocking TCP read 35-40 us at 8 B where MPI read 9-10 us, the kernel's
+    wake-up rather than the layer (docs/verification.md, 2026-11-29 afternoon)."""
+    num_tasks = 2
+    num_tasks_per_node = 1
+    time_limit = '10m'
+    samples = variable(int, value=15)
+    min_time_ms = variable(float, value=2.0)
+    fit_q = variable(int, value=8)
+    #: 'yes': the short variant (fewer sizes, depths and samples), as LogGP's
+    quick = variable(str, value='no')
+    #: the parameters set side by side (MPI over TCP)
+    COMPARED = ('eel', 'o_s', 'o_r', 'g_q1', 'G_eager', 'G_rndv')
+
+    def options(self, transport):
+        stack = stack_of(self)[1]
+        depths = sorted(set(loggp_depths(self.quick == 'yes')) | {self.fit_q})
+        opts = ['--pair', 'Isend-Irecv', '--variant', 'complete', '--stack', stack.name,
+                '--mode', 'loggp', '--transport', transport,
+                '--sizes', ','.join(map(str, loggp_sizes(self.quick == 'yes'))),
+                '--queue-depths', ','.join(map(str, depths)), '--baselines', 'none',
+                '--samples', str(5 if self.quick == 'yes' else self.samples),
+                '--min-time-ms', f'{self.min_time_ms:g}']
+        networks = self.current_partition.extras.get('tcp_networks')
+        if networks:        # the addresses raw TCP may use: the site's own (as P2PMatrix's)
+            opts += ['--tcp-networks', ','.join(networks)]
+        return opts + (['--bind-self'] if stack.self_bind else [])
+
+    @run_before('run')
+    def set_command(self):
+        self.executable = self.build.executable_path
+        self.executable_opts = self.options('mpi')
+        tcp = shell_join(extra_launch(self, 2, over_the_nodes=True) +
+                         [self.executable, *self.options('tcp_poll')])
+        self.prerun_cmds.append(baseline_line(self, f'{tcp} > tcp.out 2> tcp.err'))
+
+    def paths(self):
+        return {'mpi': os.path.join(self.stagedir, self.stdout.evaluate()),
+                'tcp': os.path.join(self.stagedir, 'tcp.out')}
+
+    @run_before('performance')
+    def read_parameters(self):
+        """Each transport's parameters (TCP's named tcp_NAME) and MPI over TCP for COMPARED."""
+        paths = self.paths()
+        mpi, self.fit, _ = loggp_figures(paths['mpi'], 'mpi', self.fit_q)
+        tcp, _, _ = loggp_figures(paths['tcp'], 'tcp_poll', self.fit_q)
+        fig = dict(mpi)
+        fig.update({f'tcp_{k}': v for k, v in tcp.items()})
+        for k in self.COMPARED:
+            if tcp[k][1] > 0 and mpi[k][1] > 0:
+                fig[f'{k}_over_tcp'] = ('ratio', mpi[k][1] / tcp[k][1])
+        self.figures = fig
+        set_perf_variables(self, {k: (u, sn.defer(v)) for k, (u, v) in fig.items()})
+
+    def loggp_problems(self):
+        """What holds on any machine: both launches complete, every payload checked, one rank
+        on each node; G_eager and G_rndv positive for MPI."""
+        if self.exit_status_after('P2P-END') != 0:
+            return [f'p2p exited with {self.exit_status_after("P2P-END")}']
+        self_bind = stack_of(self)[1].self_bind
+        out = []
+        for transport, path in self.paths().items():
+            if not os.path.exists(path):
+                out.append(f'{os.path.basename(path)}: missing: the {transport} launch did not '
+                           f'run (see tcp.err)')
+                continue
+            out += [f'{transport}: {p}' for p in launch_problems(
+                path, ['P2P', 'P2P-FLOOD', 'P2P-OVERLAP'], self_bind, one_per_node=True)]
+        return out or parameter_problems(self)

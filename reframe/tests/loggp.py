@@ -29,12 +29,18 @@ asserted, as libraries break them: o_s, o_r <= EEL (LAM 7.1), g at q=64 <= g at 
 and bidir aggregate >= unidir (LAM 7.1, Open MPI 5: bidir_over_unidir); and the peers' ratios
 (-S assert_peers=yes asserts them within 1.1; docs/loggp.md: why not by default).
 Everything else is reported. -S LogGP.quick=yes (and Streams.quick) runs a short variant.
+
+LogGPNodes, on the emulated cluster (or any partition of two nodes): the same parameters
+between two nodes, one rank on each, of MPI two-sided and of raw TCP between the same hosts
+(the layer under MPI there), in one job; each of EEL, o_s, o_r, g at q = 1, G_eager and G_rndv
+also as MPI over TCP (NAME_over_tcp). Asserted: both launches complete, payloads checked, one
+rank on each node, G positive; the rest is reported.
 """
 import reframe as rfm
 from reframe.core.builtins import fixture, sanity_function
 
 import reframe.utility.sanity as sn
-from testbed.loggp import LogGPBase, StreamsBase
+from testbed.loggp import LogGPBase, LogGPNodesBase, StreamsBase
 from testbed.p2p import P2PBuild
 
 
@@ -43,6 +49,19 @@ class LogGP(LogGPBase):
     descr = 'LogGP parameters (EEL, o_s, o_r, g per q, G per protocol range) of one stack'
     valid_systems = ['testbed-local']
     valid_prog_environs = ['+mpi -no-p2p']   # as P2PMatrix: a stack opts out with no-p2p
+    build = fixture(P2PBuild, scope='environment')
+    tags = {'loggp', 'studies'}
+
+    @sanity_function
+    def validate(self):
+        return sn.assert_eq(self.loggp_problems(), [], msg='{0}')
+
+
+@rfm.simple_test
+class LogGPNodes(LogGPNodesBase):
+    descr = 'LogGP of MPI two-sided and of raw TCP between two nodes, side by side'
+    valid_systems = ['testbed-cluster']
+    valid_prog_environs = ['+mpi -no-p2p']
     build = fixture(P2PBuild, scope='environment')
     tags = {'loggp', 'studies'}
 

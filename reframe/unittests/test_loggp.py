@@ -1,10 +1,12 @@
 """Reading LogGP off apps/p2p's records (testbed.loggp): the overheads off the CPU-overlap
 ladder, the two-segment fit of the per-byte gap with the change found in the data, the g/G
 crossover, the "within noise" rule and IMB's Uniband/Biband table. Pure Python, no MPI."""
+import json
+
 import numpy as np
 import pytest
 
-from testbed.loggp import (LogGPError, above_within_noise, crossover, overhead,
+from testbed.loggp import (LogGPError, above_within_noise, crossover, loggp_figures, overhead,
                            parse_imb_band, two_segments)
 
 
@@ -128,3 +130,34 @@ def test_parse_imb_band_reads_each_table():
     assert uni[0]['msg_per_s'] == 6433145 and uni[1]['MBps'] == pytest.approx(9041.46)
     assert bi[1]['MBps'] == pytest.approx(16041.72) and bi[0]['repetitions'] == 1000
     assert parse_imb_band(IMB, 'PingPong') == []
+
+
+def launch_output(path, transport, eel, t0, o, scale=1.0):
+    """A launch's records of `transport` (its ping-pong at 8 B, its flood at q = 1 and 8 over
+    sweep()'s sizes, both overlap ladders), with MPI records of other figures beside them."""
+    lines = []
+    for tr, k in ((transport, scale), ('mpi', 100.0)):
+        lines.append('P2P ' + json.dumps({'transport': tr, 'size_bytes': 8, 'median_us': k * eel}))
+        sizes, times = sweep()
+        for q in (1, 8):
+            lines += ['P2P-FLOOD ' + json.dumps({'transport': tr, 'q': q, 'size_bytes': sz,
+                                                 'median_us': k * t})
+                      for sz, t in [(8, t0)] + list(zip(sizes, times))]
+        for side in ('send', 'recv'):
+            lines += ['P2P-OVERLAP ' + json.dumps(dict(r, transport=tr, side=side))
+                      for r in ladder(t0=k * t0, o=k * o)]
+    path.write_text('\n'.join(lines) + '\n')
+    return str(path)
+
+
+def test_loggp_figures_read_one_transport_of_a_launch(tmp_path):
+    """LogGPNodes reads its raw-TCP launch as LogGP reads MPI's: only that transport's records
+    (the MPI records beside them, 100x slower, change nothing)."""
+    fig, fit, g = loggp_figures(launch_output(tmp_path / 'tcp.out', 'tcp_poll', 8.0, 1.0, 0.3),
+                                'tcp_poll', fit_q=8)
+    assert fig['eel'] == ('us', 8.0)
+    assert fig['o_s'][1] == pytest.approx(0.3) and fig['o_r'][1] == pytest.approx(0.3)
+    assert fig['g_q1'] == ('us', 1.0) and sorted(g) == [1, 8]
+    assert fit['eager_last_bytes'] == 65536 and fit['G_eager'] > fit['G_rndv'] > 0
+    with pytest.raises(LogGPError, match='no 8-byte tcp ping-pong'):
+        loggp_figures(str(tmp_path / 'tcp.out'), 'tcp', fit_q=8)
