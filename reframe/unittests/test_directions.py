@@ -170,3 +170,23 @@ def test_raw_doubles_not_judged_through_the_daemons_between_nodes():
     rows = [r for r in directions.check([report(cases)], set()) if r['rule'] == 'pvm-raw-doubles']
     assert [r['subject'] for r in rows] == [
         'pvm-3.4 direct double (quick on testbed-cluster:mtu1500_native)']
+
+
+def test_synchronous_sends_are_set_against_their_twins_run_in_one_state():
+    """Each mode is a job of its own and a VM moves between placement states whose 8-byte
+    shared-memory floors differ about 5x: the standard modes in the slow state and the
+    synchronous ones in the fast one read Send slower than Ssend over all modes (a fresh clone,
+    2026-11-29). Only twins with floors within 2x of each other are compared."""
+    def at(mode, us, floor):
+        return dict(p2p('mpich-4.0', mode, us), shm_floor_8B_us=floor)
+    split = [at('Send-Recv/complete', 0.64, 0.25), at('Ssend-Recv/complete', 0.42, 0.05),
+             at('Send-Irecv/complete', 0.75, 0.25), at('Ssend-Irecv/complete', 0.41, 0.06)]
+    skipped = []
+    assert directions.check([report(split)], {'mpich-4.0'}, skipped) == []
+    assert len(skipped) == 1 and 'sync-8B mpich-4.0: not judged' in skipped[0]
+    # one twin pair in one state decides: Ssend 2x Isend in the fast state holds ...
+    held = split + [at('Isend-Recv/complete', 0.21, 0.066), at('Issend-Recv/complete', 0.41, 0.047)]
+    assert verdicts(held) == {('sync-8B', 'mpich-4.0'): True}
+    # ... and a synchronous send faster than its twin in the same state fails
+    broken = split + [at('Isend-Recv/complete', 0.41, 0.066), at('Issend-Recv/complete', 0.21, 0.047)]
+    assert verdicts(broken) == {('sync-8B', 'mpich-4.0'): False}
