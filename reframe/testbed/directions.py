@@ -85,10 +85,10 @@ def sync_8b(cases, shared_memory, skipped):
     mode is a job of its own, so each synchronous mode is set against its standard twin (the
     same receive and variant: Ssend-Irecv/preposted against Send-Irecv/preposted) where the two
     ran in one state of the machine (same_state), and the direction holds when the median of
-    those pairs' ratios is no lower than 1/TOLERANCE. A pass that ran most standard modes in a
-    slow state and the synchronous ones in a fast one read Send 0.68 us against Ssend 0.42 us
-    over all modes (docs/verification.md). A stack with no pair in one state is not judged;
-    why is appended to `skipped`."""
+    those pairs' ratios is no lower than 1/TOLERANCE: over all modes a pass that ran most
+    standard modes in a slow state and the synchronous ones in a fast one read Ssend faster
+    (docs/verification.md, 2026-11-29). A stack with no pair in one state is not judged; why is
+    appended to `skipped`."""
     by_stack = {}
     for tc in cases:
         samples = (tc.get('figure_samples') or {}).get('half_round_trip_us@8')

@@ -161,6 +161,25 @@ def loggp_sizes(quick):
     return small + large
 
 
+def pair_options(test, pair):
+    """p2p's words for `pair` with the receive completed, on the test's stack (self-bound where
+    the registry says the ranks pin themselves)."""
+    stack = stack_of(test)[1]
+    return ['--pair', pair, '--variant', 'complete', '--stack', stack.name] + \
+        (['--bind-self'] if stack.self_bind else [])
+
+
+def loggp_mode_options(test):
+    """p2p's words for the LogGP modes of a test with `quick`, `samples`, `min_time_ms` and
+    `fit_q` (its depths always hold fit_q, the depth G is fitted on)."""
+    quick = test.quick == 'yes'
+    depths = sorted(set(loggp_depths(quick)) | {test.fit_q})
+    return ['--mode', 'loggp', '--sizes', ','.join(map(str, loggp_sizes(quick))),
+            '--queue-depths', ','.join(map(str, depths)),
+            '--samples', str(5 if quick else test.samples),
+            '--min-time-ms', f'{test.min_time_ms:g}']
+
+
 def loggp_figures(path, transport, fit_q):
     """The LogGP parameters off the records of one launch of p2p --mode loggp (`transport`'s
     records): ({name: (unit, value)}, the two-segment fit, {q: the 8-byte flood record})."""
@@ -341,9 +360,7 @@ class PeersInJob(StackLaunch, rfm.RunOnlyRegressionTest):
                 1 / PEER_BAND <= r <= PEER_BAND]
 
     def p2p_options(self, pair):
-        stack = stack_of(self)[1]
-        return ['--pair', pair, '--variant', 'complete', '--stack', stack.name] + \
-            (['--bind-self'] if stack.self_bind else [])
+        return pair_options(self, pair)
 
     def out_path(self):
         return os.path.join(self.stagedir, self.stdout.evaluate())
@@ -379,12 +396,6 @@ class LogGPBase(PeersInJob):
     #: the queue depth whose size sweep G is fitted on
     fit_q = variable(int, value=8)
 
-    def depths(self):
-        return loggp_depths(self.quick == 'yes')
-
-    def sizes(self):
-        return loggp_sizes(self.quick == 'yes')
-
     def imb_benchmarks(self):
         return ['Uniband']
 
@@ -397,13 +408,9 @@ class LogGPBase(PeersInJob):
     @run_before('run')
     def set_command(self):
         self.executable = self.build.executable_path
-        depths = sorted(set(self.depths()) | {self.fit_q})
         # non-blocking calls throughout, as Bell et al. (EEL with the calls o is measured with)
-        self.executable_opts = self.p2p_options('Isend-Irecv') + [
-            '--mode', 'loggp', '--sizes', ','.join(map(str, self.sizes())),
-            '--queue-depths', ','.join(map(str, depths)), '--baselines', 'shm',
-            '--samples', str(5 if self.quick == 'yes' else self.samples),
-            '--min-time-ms', f'{self.min_time_ms:g}']
+        self.executable_opts = self.p2p_options('Isend-Irecv') + loggp_mode_options(self) + \
+            ['--baselines', 'shm']
 
     @run_before('performance')
     def read_parameters(self):
@@ -538,8 +545,8 @@ class LogGPNodesBase(StackLaunch, rfm.RunOnlyRegressionTest):
     layer MPI runs on there; a launch just before it, a baseline of the job), each parameter of
     the two set side by side as MPI over TCP. Study 002 set MPI beside the lower layer it ran
     on; between nodes here that layer is the kernel's TCP. TCP busy-polls (tcp_poll), as the
-    MPI libraries do: blocking TCP read 35-40 us at 8 B where MPI read 9-10 us, the kernel's
-    wake-up rather than the layer (docs/verification.md, 2026-11-29 afternoon)."""
+    MPI libraries do: with blocking sockets the kernel's wake-up, not the layer, set its
+    latency (docs/loggp.md)."""
     num_tasks = 2
     num_tasks_per_node = 1
     time_limit = '10m'
@@ -552,18 +559,12 @@ class LogGPNodesBase(StackLaunch, rfm.RunOnlyRegressionTest):
     COMPARED = ('eel', 'o_s', 'o_r', 'g_q1', 'G_eager', 'G_rndv')
 
     def options(self, transport):
-        stack = stack_of(self)[1]
-        depths = sorted(set(loggp_depths(self.quick == 'yes')) | {self.fit_q})
-        opts = ['--pair', 'Isend-Irecv', '--variant', 'complete', '--stack', stack.name,
-                '--mode', 'loggp', '--transport', transport,
-                '--sizes', ','.join(map(str, loggp_sizes(self.quick == 'yes'))),
-                '--queue-depths', ','.join(map(str, depths)), '--baselines', 'none',
-                '--samples', str(5 if self.quick == 'yes' else self.samples),
-                '--min-time-ms', f'{self.min_time_ms:g}']
+        opts = pair_options(self, 'Isend-Irecv') + loggp_mode_options(self) + \
+            ['--transport', transport, '--baselines', 'none']
         networks = self.current_partition.extras.get('tcp_networks')
         if networks:        # the addresses raw TCP may use: the site's own (as P2PMatrix's)
             opts += ['--tcp-networks', ','.join(networks)]
-        return opts + (['--bind-self'] if stack.self_bind else [])
+        return opts
 
     @run_before('run')
     def set_command(self):

@@ -52,6 +52,8 @@ class ContainerTax(InterleavedP2P, StackLaunch, ReferenceLookup, rfm.RunOnlyRegr
     rounds = 24
     max_extra = 0.03
     max_extra_us_at_8 = 0.1
+    #: words before the program on the bare launches only
+    bare_words = ()
 
     @run_after('init')
     def place(self):
@@ -70,7 +72,8 @@ class ContainerTax(InterleavedP2P, StackLaunch, ReferenceLookup, rfm.RunOnlyRegr
         self.executable_opts = self.p2p_options()
         program = [self.executable, *self.executable_opts]
         spread = self.placement == 'two-nodes'
-        bare = ' '.join(extra_launch(self, 2, over_the_nodes=spread) + program)
+        bare = ' '.join(extra_launch(self, 2, over_the_nodes=spread) + list(self.bare_words) +
+                        program)
         image = ' '.join(extra_launch(self, 2, over_the_nodes=spread) + rank_in_image(self) +
                          program)
         # the bare launches are the job's baselines: an injected slowdown of scope 'run'
@@ -106,22 +109,11 @@ class PvmContainerTax(ContainerTax):
     sourcesdir = str(APPS / 'pvm')
     build = fixture(PvmBuild, scope='environment')
     tags = {'containers', 'pvm'}
+    # a bare rank 0 spawns its rank 1 bare: the plan's spawn wrapper (the image's words, set
+    # for the job) is unset for those launches
+    bare_words = ('env', '-u', 'TESTBED_PVM_SPAWN_WRAPPER')
 
     def p2p_options(self):
         return ['--pvm-route', 'direct', '--pvm-send', 'send', '--pvm-recv', 'recv',
                 '--pvm-encoding', 'inplace', '--sizes', 'quick', '--samples', str(self.samples),
                 '--baselines', 'none', '--stack', self.stack_name, '--bind-self']
-
-    @run_before('run')
-    def interleave(self):
-        """As ContainerTax's, but a bare rank 0 spawns its rank 1 bare: the plan's spawn
-        wrapper (the image's words, set for the job) is unset for those launches."""
-        self.executable = self.build.executable_path
-        self.executable_opts = self.p2p_options()
-        program = [self.executable, *self.executable_opts]
-        spread = self.placement == 'two-nodes'
-        bare = ' '.join(extra_launch(self, 2, over_the_nodes=spread) +
-                        ['env', '-u', 'TESTBED_PVM_SPAWN_WRAPPER'] + program)
-        image = ' '.join(extra_launch(self, 2, over_the_nodes=spread) + rank_in_image(self) +
-                         program)
-        self.add_rounds(bare, lambda r: image, first_as_baseline=True)

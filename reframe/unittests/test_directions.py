@@ -175,8 +175,8 @@ def test_raw_doubles_not_judged_through_the_daemons_between_nodes():
 def test_synchronous_sends_are_set_against_their_twins_run_in_one_state():
     """Each mode is a job of its own and a VM moves between placement states whose 8-byte
     shared-memory floors differ about 5x: the standard modes in the slow state and the
-    synchronous ones in the fast one read Send slower than Ssend over all modes (a fresh clone,
-    2026-11-29). Only twins with floors within 2x of each other are compared."""
+    synchronous ones in the fast one read Send slower than Ssend over all modes. Only twins
+    with floors within 2x of each other are compared."""
     def at(mode, us, floor):
         return dict(p2p('mpich-4.0', mode, us), shm_floor_8B_us=floor)
     split = [at('Send-Recv/complete', 0.64, 0.25), at('Ssend-Recv/complete', 0.42, 0.05),
