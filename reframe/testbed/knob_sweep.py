@@ -37,6 +37,7 @@ from testbed import binding, registry, results
 from testbed.checks import AppBuild, ReferenceLookup, payload_problem, records, stack_of
 from testbed.launch import StackLaunch, after_launch, extra_launch
 from testbed.p2p import geomean_of, physical_bound_problem
+from testbed.peer_table import STEADY
 
 
 class KnobSweepBuild(AppBuild):
@@ -225,6 +226,23 @@ def sweep_steps(curves, min_jump=MIN_JUMP):
     return out
 
 
+def trend_steps(curves, floors, steady=STEADY):
+    """({knob value: the step's first size or None}, how they were read) for one sweep.
+    `curves` as sweep_steps takes them; `floors`: {knob value: the point's shared-memory floor
+    at the sweep's smallest size, us}. Points whose floors lie within `steady` of each other
+    ran in one state of the machine and are read against each other (sweep_steps: a step the
+    knob does not move cancels). Otherwise a VM's state changed between their jobs and moved
+    every size's time by up to 3x, not alike, so that a point's jumps no longer compare with the
+    others': each point is read alone (step_position), as one launch measures all its sizes."""
+    lo, hi = min(floors.values()), max(floors.values())
+    if hi <= lo * steady:
+        return ({v: s for v, (s, _) in sweep_steps(curves).items()},
+                "each point against the sweep's others")
+    return ({v: step_position(*c)[0] for v, c in curves.items()},
+            f'each point alone: their shared-memory floors read {lo:.3g}-{hi:.3g} us, more '
+            f'than {steady:g}x apart (the machine changed state between their jobs)')
+
+
 def trend_problem(steps):
     """Why a sweep's steps do not follow its knob, or None. `steps`: [(knob value, first size
     of the upper protocol or None)]. Every point must show a step, and the step must move up
@@ -326,6 +344,12 @@ class KnobSweepBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
             if problem:
                 return f'{name}: {problem}'
         return physical_bound_problem(self._rows(self._out())) or True
+
+    def floor_us(self):
+        """The shared-memory floor at the sweep's smallest size (median, us) of this point's
+        Send-Recv launch: the state of the machine the point ran in."""
+        shm = [r for r in self._rows(self._out()) if r['transport'] == 'shm']
+        return min(shm, key=lambda r: r['size_bytes'])['median_us']
 
     def send_curve(self):
         """(sizes, Send-Recv's median time at each, us) of this point's run."""

@@ -17,8 +17,9 @@ of its own, no time below a physical bound.
 
 KnobSweepTrend: one sweep of one stack; asserts that the step follows the knob: every point
 shows one where its Send curve departs most from the sweep's other points (a step the knob does
-not move is in all of them), and a larger value puts it at a larger size (resolved to the sizes
-measured). On a stack
+not move is in all of them; each point alone when the points ran in different states of the
+machine: testbed.knob_sweep.trend_steps), and a larger value puts it at a larger size (resolved
+to the sizes measured). On a stack
 whose knob does not reach the one-host path (NOT_CONTROLLED, with the reason) it is skipped,
 saying why; the points are still reported.
 """
@@ -30,7 +31,7 @@ from reframe.core.builtins import fixture, parameter, run_after, sanity_function
 
 from testbed.checks import stack_of
 from testbed.knob_sweep import (NOT_CONTROLLED, KnobSweepBase, KnobSweepBuild, environ_of,
-                                points, sweep_steps, trend_problem, trends)
+                                points, trend_problem, trend_steps, trends)
 
 
 @rfm.simple_test
@@ -75,6 +76,9 @@ class KnobSweepTrend(rfm.RunOnlyRegressionTest):
     num_tasks = 1
     #: the sweep's points: knob value -> the step's first size in bytes, or 'none', for the report
     steps = variable(typ.Dict[str, str], value={})
+    #: how the steps were read: against each other, or each point alone when the points ran in
+    #: different states of the machine (testbed.knob_sweep.trend_steps)
+    read_as = variable(str, value='')
     tags = {'knobs', 'knob_sweep'}
 
     @run_after('init')
@@ -94,12 +98,15 @@ class KnobSweepTrend(rfm.RunOnlyRegressionTest):
                      f'host: {NOT_CONTROLLED.get(stack)}')
 
     def _found(self):
-        curves = {int(dep.point.swept_value): dep.send_curve()
-                  for dep in (self.getdep(name) for name in self.cases)}
-        return [(v, step) for v, (step, _) in sweep_steps(curves).items()]
+        deps = {int(dep.point.swept_value): dep for dep in map(self.getdep, self.cases)}
+        steps, self.read_as = trend_steps({v: dep.send_curve() for v, dep in deps.items()},
+                                          {v: dep.floor_us() for v, dep in deps.items()})
+        return sorted(steps.items())
 
     @sanity_function
     def validate(self):
         found = self._found()
         self.steps = {str(v): str(s or 'none') for v, s in found}
-        return sn.assert_eq(trend_problem(found) or True, True, msg='{0}')
+        problem = trend_problem(found)
+        return sn.assert_eq(f'{problem} (steps read {self.read_as})' if problem else True, True,
+                            msg='{0}')

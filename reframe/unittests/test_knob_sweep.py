@@ -123,3 +123,32 @@ def test_sweep_steps_take_a_fall_but_not_the_size_after_a_rise():
 def test_sweep_steps_need_three_points():
     with pytest.raises(ValueError, match='three or more'):
         ks.sweep_steps({1: ([1, 2], [1, 2]), 2: ([1, 2], [1, 2])})
+
+
+def test_points_in_one_state_are_read_against_each_other():
+    values = (2048, 4096, 8192)
+    sizes = ks.grid(values + (16384,))
+    curves = {v: (sizes, curve(sizes, v * 9 // 8, common_at=18432)) for v in values}
+    steps, how = ks.trend_steps(curves, {2048: 0.06, 4096: 0.07, 8192: 0.11})
+    assert steps == {2048: 2304, 4096: 4608, 8192: 9216} and 'against' in how
+
+
+def test_points_in_different_states_are_read_each_alone():
+    # Send's medians of LAM's eager sweep in make studies QUICK=1 (2026-11-29): the 8192 point's
+    # job ran in the VM's fast state, the others in the slow one; read against each other the
+    # 4096 point showed no step. Floors as the two states read them that day (0.05-0.07 and
+    # 0.24-0.27 us at 8 bytes).
+    sizes = [1024, 1792, 2304, 3584, 4608, 7168, 8192, 9216, 14336, 16384, 18432, 32768]
+    curves = {
+        2048: (sizes, [0.616, 1.077, 1.706, 3.549, 4.266, 4.827, 4.999, 5.229, 5.801, 6.019,
+                       6.313, 7.223]),
+        4096: (sizes, [0.605, 1.018, 1.331, 2.054, 2.765, 4.179, 4.643, 6.045, 6.92, 7.158,
+                       7.201, 8.38]),
+        8192: (sizes, [0.226, 0.289, 0.38, 0.537, 0.667, 1.019, 1.318, 1.58, 2.108, 2.345,
+                       4.422, 5.244])}
+    across = {v: s for v, (s, _) in ks.sweep_steps(curves).items()}
+    assert 'knob value 4096: no step' in ks.trend_problem(sorted(across.items()))
+    steps, how = ks.trend_steps(curves, {2048: 0.25, 4096: 0.27, 8192: 0.06})
+    assert 'alone' in how and '0.06-0.27 us' in how
+    assert steps == {2048: 3584, 4096: 9216, 8192: 18432}
+    assert ks.trend_problem(sorted(steps.items())) is None
