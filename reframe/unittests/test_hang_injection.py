@@ -147,7 +147,7 @@ def test_reframe_stops_the_hung_stack_and_not_the_others(built):
                    TESTBED_SLOWDOWN_LIB=str(built / 'libslowdown.so'),
                    TESTBED_HANG_TIMEOUT_S='3', TESTBED_HANG_STATE_DIR=str(work / 'hangs'),
                    **{procs.RUN_ID: run_id})
-        cmd = [shutil.which('reframe'), '-c', 'tests', '-r', '--exec-policy=serial',
+        cmd = [shutil.which('reframe'), '-c', 'tests/p2p_matrix.py', '-r', '--exec-policy=serial',
                '-s', str(work / 'stage'), '-o', str(work / 'output'),
                '--perflogdir', str(work / 'perflogs'), '--report-file', str(work / 'r.json'),
                '-n', 'P2PMatrix.*%mode=(Send-Recv|Ssend-Recv)/complete.*%size_range=quick',

@@ -5,6 +5,7 @@ stack does not stop the others, and that no daemon or launcher survives a failed
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +31,22 @@ def workdir():
     shutil.rmtree(path, ignore_errors=True)
 
 
+def check_files(args):
+    """The test files that define the classes the -n selections start with, or ['tests'] (every
+    file) when one does not name a class: loading all of them costs 2-3 s of CPU a run (ReFrame
+    instantiates every case), and the end-to-end runs here run beside the source builds."""
+    names = [args[i + 1] for i, a in enumerate(args[:-1]) if a == '-n']
+    files = set()
+    for name in names:
+        m = re.match(r'\^?([A-Z][A-Za-z0-9]*)', name)
+        found = m and [f for f in sorted((REPO / 'reframe' / 'tests').glob('*.py'))
+                       if re.search(rf'^class {m.group(1)}\(', f.read_text(), re.M)]
+        if not found:
+            return ['tests']
+        files.update(str(f.relative_to(REPO / 'reframe')) for f in found)
+    return sorted(files) or ['tests']
+
+
 def reframe(workdir, *args, env=None):
     rfm = shutil.which('reframe')
     assert rfm, 'reframe is not on PATH: run the set-up (make setup) and source site/env.sh'
@@ -40,7 +57,8 @@ def reframe(workdir, *args, env=None):
                     TESTBED_RESULTS_DB=str(workdir / 'results.db'))
     full_env.update(env or {})      # a test's own settings win (TESTBED_MEASURE_ONLY=0)
     report = workdir / 'report.json'
-    cmd = [rfm, '-c', 'tests', '-s', str(workdir / 'stage'), '-o', str(workdir / 'output'),
+    checks = [w for f in check_files(args) for w in ('-c', f)]
+    cmd = [rfm, *checks, '-s', str(workdir / 'stage'), '-o', str(workdir / 'output'),
            '--perflogdir', str(workdir / 'perflogs'), '--report-file', str(report), *args]
     proc = subprocess.run(cmd, cwd=REPO / 'reframe', env=full_env, capture_output=True,
                           text=True, timeout=600)
