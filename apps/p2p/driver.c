@@ -365,6 +365,13 @@ static long calibrate(struct run *r, struct channel *ch, long size)
 
 /* ---- records ---- */
 
+/* Channel c runs at size index s: available, and a baseline (c > 0) only up to
+ * --baseline-max. */
+static int measured(const struct options *o, const struct channel *ch, int c, int s)
+{
+    return ch[c].available && (c == 0 || o->sizes[s] <= o->baseline_max);
+}
+
 static void print_records(struct run *r, struct channel *ch, int nch)
 {
     const struct options *o = r->o;
@@ -387,6 +394,8 @@ static void print_records(struct run *r, struct channel *ch, int nch)
             continue;
         }
         for (int s = 0; s < o->nsizes; s++) {
+            if (!measured(o, ch, c, s))
+                continue;
             double *v = &ch[c].t[(size_t)s * o->samples];
             memcpy(tmp, v, (size_t)o->samples * sizeof *tmp);
             struct stats st = summarise(tmp, o->samples);
@@ -401,7 +410,7 @@ static void print_records(struct run *r, struct channel *ch, int nch)
                    o->sizes[s] / st.median); /* bytes/us = 10^6 bytes/s */
             /* Ratios to the raw layers, sample by sample (same pass). */
             for (int b = 1; b < nch && c == 0; b++) {
-                if (!ch[b].available)
+                if (!measured(o, ch, b, s))
                     continue;
                 double *w = &ch[b].t[(size_t)s * o->samples];
                 for (int p = 0; p < o->samples; p++)
@@ -445,6 +454,10 @@ static void print_table(struct run *r, struct channel *ch, int nch)
         for (int b = 1; b < nch; b++) {
             if (!ch[b].available)
                 continue;
+            if (!measured(o, ch, b, s)) {
+                printf(" %11s", "-");
+                continue;
+            }
             memcpy(tmp, &ch[b].t[(size_t)s * o->samples], (size_t)o->samples * sizeof *tmp);
             printf(" %11.4f", tb_median(tmp, o->samples));
         }
@@ -500,7 +513,7 @@ static void measure(struct run *r, struct channel *ch, int nch)
     for (int s = 0; s < o->nsizes; s++) {
         set_slots(r, o->sizes[s]);
         for (int c = 0; c < nch; c++) {
-            if (!ch[c].available)
+            if (!measured(o, ch, c, s))
                 continue;
             r->phase = "warm-up";
             sample(r, &ch[c], o->sizes[s], 0, WARMUP_REPS, 0);
@@ -513,7 +526,7 @@ static void measure(struct run *r, struct channel *ch, int nch)
         for (int s = 0; s < o->nsizes; s++) {
             set_slots(r, o->sizes[s]);
             for (int c = 0; c < nch; c++) {
-                if (!ch[c].available)
+                if (!measured(o, ch, c, s))
                     continue;
                 double dt = sample(r, &ch[c], o->sizes[s], (unsigned)p + 1,
                                    ch[c].reps[s], c == 0);
@@ -593,6 +606,8 @@ static void print_run_record(struct run *r, const char *host, const char *host1,
            o->shared_buffer ? "shared" : "separate",
            o->cache_cold ? (long)r->a.len : 0L, r->llc_bytes);
     json_str(o->sizes_arg);
+    if (o->baseline_max < P2P_MAX_SIZE)
+        printf(",\"baseline_max_bytes\":%ld", o->baseline_max);
     printf("}\n");
     fflush(stdout);
 }

@@ -43,6 +43,8 @@ void p2p_usage(void)
 "  --baselines LIST  raw layers interleaved with the MPI transport, a comma\n"
 "                    list of shm, memcpy, tcp, tcp_poll; both (= shm,memcpy,\n"
 "                    the default) or none; with rma also mpi (Send-Recv)\n"
+"  --baseline-max B  the baselines only at sizes up to B bytes (default: at\n"
+"                    every size), e.g. 8 where only the 8-byte floor is read\n"
 "  --tcp-networks L  IPv4 networks (a.b.c.d/n, comma list) raw TCP may use\n"
 "                    between two hosts, besides 198.18.0.0/15 (the testbed's\n"
 "                    own); any other address is refused (default: none)\n"
@@ -402,6 +404,7 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
     o->shared_buffer = 0;
     o->transport = T_MPI;
     o->baselines = BASE_SHM | BASE_MEMCPY;
+    o->baseline_max = P2P_MAX_SIZE;
     o->pair = -1;
     o->variant = VAR_COMPLETE;
     o->stack = "unknown";
@@ -445,6 +448,7 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
             strcmp(name, "--min-time-ms") && strcmp(name, "--cache") &&
             strcmp(name, "--buffers") &&
             strcmp(name, "--transport") && strcmp(name, "--baselines") &&
+            strcmp(name, "--baseline-max") &&
             strcmp(name, "--rma-op") && strcmp(name, "--rma-sync") &&
             strcmp(name, "--tcp-networks") && strcmp(name, "--mode") &&
             strcmp(name, "--queue-depths") && strcmp(name, "--window")) {
@@ -549,6 +553,13 @@ int p2p_parse_args(int argc, char **argv, struct options *o, char *err,
         } else if (!strcmp(name, "--baselines")) {
             if (parse_baselines(val, &o->baselines, err, errlen))
                 return 2;
+        } else if (!strcmp(name, "--baseline-max")) {
+            if (parse_int(val, 1, P2P_MAX_SIZE, &v)) {
+                snprintf(err, errlen, "p2p: --baseline-max: '%s' is not a size in"
+                         " bytes (1..%ld)", val, P2P_MAX_SIZE);
+                return 2;
+            }
+            o->baseline_max = v;
         } else if (!strcmp(name, "--stack")) {
             if (!*val) {
                 snprintf(err, errlen, "p2p: --stack: empty label");

@@ -48,6 +48,7 @@ struct options {
     int shared_buffer;    /* 1: send from and receive into one buffer (NetPIPE's layout) */
     int transport;        /* enum transport_kind: what is measured */
     int baselines;        /* bit set of enum baseline */
+    long baseline_max;    /* --baseline-max: baselines only at sizes up to this */
     int pair;             /* index into the pair table, or -1 for all */
     int variant;          /* bit set of enum variant */
     const char *stack;    /* label copied into every record */

@@ -155,19 +155,19 @@ class PeerCompareBase(StackLaunch, rfm.RunOnlyRegressionTest):
         commands = []
         for tag in self.sequence(self.max_rounds):
             if tag.startswith('p2p-'):      # ours: pins itself where it must, no ABI shim
+                # shm alone of the baselines, and at 8 bytes only: its 8-byte floor gates
+                # the rounds, and nothing reads it at another size (at 0.1 s a sample it was
+                # half of the launch); memcpy of 1 MiB between our samples moved ours at
+                # 1 MiB (docs/peers.md)
+                floor_only = ['--baselines', 'shm', '--baseline-max', '8']
                 if tag.startswith('p2p-shared-'):
-                    # shm alone of the baselines: its 8-byte floor gates the rounds, and
-                    # memcpy at 0.1 s a sample would only lengthen the launch
                     sampling = every_size + [
                                 '--buffers', 'shared', '--samples', str(self.netpipe_trials),
-                                '--min-time-ms', f'{self.netpipe_trial_ms:g}',
-                                '--baselines', 'shm']
+                                '--min-time-ms', f'{self.netpipe_trial_ms:g}', *floor_only]
                 elif 'imb' in self.peers:
-                    # shm alone of the baselines, as in NetPIPE's layout: memcpy of 1 MiB
-                    # between our samples moved ours at 1 MiB (docs/peers.md)
                     sampling = every_size + [
                         '--samples', str(max(3, self.samples // self.rounds)),
-                        '--min-time-ms', f'{self.imb_sample_ms:g}', '--baselines', 'shm']
+                        '--min-time-ms', f'{self.imb_sample_ms:g}', *floor_only]
                 else:
                     # no IMB to compare with: the launch only reads the floor between rounds
                     sampling = ['--sizes', '8', '--samples', '3', '--baselines', 'shm']

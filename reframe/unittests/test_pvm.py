@@ -5,6 +5,7 @@ Needs the set-up (Debian pvm, pvm-dev; the job account)."""
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -133,6 +134,24 @@ def test_shared_buffers_run_and_say_so(job):
     assert proc.returncode == 0, proc.stderr
     assert '"buffers":"shared"' in proc.stdout
     assert 'P2P-END' in proc.stdout
+
+
+def test_baselines_run_only_up_to_the_baseline_max(job):
+    """--baseline-max 8 (PeerCompare reads only the 8-byte floor): the baseline at 8 bytes,
+    the measured transport at every size, the table's baseline column '-' past it."""
+    assert job.pvmd_job('boot').returncode == 0
+    proc = job(job.p2p, '--sizes', '8,1001', '--samples', '2', '--baselines', 'memcpy',
+               '--baseline-max', '8', '--pvm-send', 'send', '--pvm-recv', 'recv',
+               '--pvm-encoding', 'inplace', '--pvm-route', 'direct')
+    assert proc.returncode == 0, proc.stderr
+    got = sorted((r['transport'], r['size_bytes']) for r in
+                 (json.loads(line.split(' ', 1)[1]) for line in proc.stdout.splitlines()
+                  if line.startswith('P2P {')))
+    assert got == [('memcpy', 8), ('pvm', 8), ('pvm', 1001)], got
+    assert '"baseline_max_bytes":8' in proc.stdout
+    assert re.search(r'^#\s+1001\s.*\s-$', proc.stdout, re.M), proc.stdout
+    bad = job(job.p2p, '--baseline-max', '0')
+    assert bad.returncode == 2 and "--baseline-max: '0' is not a size" in bad.stderr, bad.stderr
 
 
 def test_shared_buffers_still_catch_a_corrupted_payload(job):
