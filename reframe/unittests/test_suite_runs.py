@@ -5,7 +5,6 @@ stack does not stop the others, and that no daemon or launcher survives a failed
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from testbed import procs, registry
+from testbed.selection import check_files
 from testbed.checks import records
 
 REPO = registry.REPO
@@ -29,22 +29,6 @@ def workdir():
     os.chmod(path, 0o755)
     yield Path(path)
     shutil.rmtree(path, ignore_errors=True)
-
-
-def check_files(args):
-    """The test files that define the classes the -n selections start with, or ['tests'] (every
-    file) when one does not name a class: loading all of them costs 2-3 s of CPU a run (ReFrame
-    instantiates every case), and the end-to-end runs here run beside the source builds."""
-    names = [args[i + 1] for i, a in enumerate(args[:-1]) if a == '-n']
-    files = set()
-    for name in names:
-        m = re.match(r'\^?([A-Z][A-Za-z0-9]*)', name)
-        found = m and [f for f in sorted((REPO / 'reframe' / 'tests').glob('*.py'))
-                       if re.search(rf'^class {m.group(1)}\(', f.read_text(), re.M)]
-        if not found:
-            return ['tests']
-        files.update(str(f.relative_to(REPO / 'reframe')) for f in found)
-    return sorted(files) or ['tests']
 
 
 def reframe(workdir, *args, env=None):
@@ -364,3 +348,14 @@ def test_pvm_matrix_asserts_the_median_over_its_cases_and_reports_each_case(work
         per_case = [v for k, v in values.items() if k.startswith(f'{what}_')]
         assert len(per_case) == 3
         assert values[what] == pytest.approx(sorted(per_case)[1])
+
+
+def test_a_selection_loads_the_files_of_its_classes_only():
+    assert check_files(['-r', '-n', 'P2PMatrix.*%mode=Send-Recv', '-S', 'x=1']) == \
+        ['tests/p2p_matrix.py']
+    assert check_files(['-n', '^HplRun.*%grid=1x2', '-n', 'Su3Run']) == \
+        ['tests/hpl.py', 'tests/su3_rmd.py']
+    assert check_files(['-l']) == ['tests']                        # nothing named: every file
+    assert check_files(['-n', '.*Matrix']) == ['tests']            # not a class name
+    assert check_files(['-n', 'NoSuchTest']) == ['tests']          # ReFrame says what it finds
+    assert check_files(['-n', 'P2PMatrix', '-t', 'p2p']) == ['tests']   # a tag selects too
