@@ -72,8 +72,9 @@ class PeerCompare(PeerCompareBase):
     #: rounds of launches (ours, IMB, ours, NetPIPE): each peer is compared round by round
     #: with our launch just before it, and the figure is the median over the steady rounds
     rounds = variable(int, value=5)
-    #: rounds of a peer that must be steady (same floor before and after) for a verdict
-    min_steady = variable(int, value=3)
+    #: rounds of a peer that must be steady (same floor before and after) for a verdict: 5,
+    #: the least the 90 % interval of their median needs (fewer leave it not held)
+    min_steady = variable(int, value=5)
     #: a verdict outside the band fails only when the interval that holds the median ratio
     #: with this confidence (order statistics of the steady rounds: 5 rounds at least) lies
     #: wholly outside it; single launches on a VM move +-15 % (docs/peers.md), and a median of
