@@ -34,7 +34,7 @@ import json
 import statistics
 import sys
 
-from testbed.peer_table import STEADY
+from testbed.peer_table import STEADY, one_state
 from testbed.results import ResultsError, final_cases, load, variable
 
 #: a direction fails only when the faster figure is slower by more than this factor
@@ -77,7 +77,7 @@ def same_state(a, b):
     shared-memory floors within peer_table.STEADY of each other (a VM's two vCPUs move between
     host placements whose floors differ about 5x, and every MPI figure with them). A case
     without a floor counts as the same state."""
-    return not a or not b or max(a, b) <= min(a, b) * STEADY
+    return not a or not b or one_state((a, b))
 
 
 def sync_8b(cases, shared_memory, skipped):

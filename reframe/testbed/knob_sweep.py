@@ -37,7 +37,7 @@ from testbed import binding, registry, results
 from testbed.checks import AppBuild, ReferenceLookup, payload_problem, records, stack_of
 from testbed.launch import StackLaunch, after_launch, extra_launch
 from testbed.p2p import geomean_of, physical_bound_problem
-from testbed.peer_table import STEADY
+from testbed.peer_table import STEADY, one_state
 
 
 class KnobSweepBuild(AppBuild):
@@ -234,10 +234,10 @@ def trend_steps(curves, floors, steady=STEADY):
     knob does not move cancels). Otherwise a VM's state changed between their jobs and moved
     every size's time by up to 3x, not alike, so that a point's jumps no longer compare with the
     others': each point is read alone (step_position), as one launch measures all its sizes."""
-    lo, hi = min(floors.values()), max(floors.values())
-    if hi <= lo * steady:
+    if one_state(floors.values(), steady):
         return ({v: s for v, (s, _) in sweep_steps(curves).items()},
                 "each point against the sweep's others")
+    lo, hi = min(floors.values()), max(floors.values())
     return ({v: step_position(*c)[0] for v, c in curves.items()},
             f'each point alone: their shared-memory floors read {lo:.3g}-{hi:.3g} us, more '
             f'than {steady:g}x apart (the machine changed state between their jobs)')

@@ -19,7 +19,7 @@ from testbed import binding
 from testbed.checks import APPS, records, shm_floor_8B_us, stack_of
 from testbed.launch import StackLaunch, baseline_line, drop_privileges, extra_launch
 from testbed.peer_compare import IMB, PYTHON, PeerCompareBase, library_path
-from testbed.peer_table import STEADY, parse_netpipe
+from testbed.peer_table import STEADY, one_state, parse_netpipe
 from testbed.perf import set_perf_variables
 from testbed.registry import PEER_PROGRAMS, shell_join
 
@@ -344,7 +344,7 @@ class PeersInJob(StackLaunch, rfm.RunOnlyRegressionTest):
         self.floors_us = [before or 0.0, ours or 0.0]
         if not before or not ours:
             return 'no 8-byte shared-memory floor before the peers or in our launch'
-        if max(before, ours) / min(before, ours) > STEADY:
+        if not one_state((before, ours)):
             return (f'the floor moved from {before:.3f} us before the peers to {ours:.3f} us '
                     f'in our launch (more than {STEADY}x): the VM changed placement')
         return None

@@ -86,6 +86,13 @@ def median_interval(values, confidence=0.9):
     return best
 
 
+def one_state(floors, steady=STEADY):
+    """Whether shared-memory floors (us, each positive) were measured in one placement state
+    of the machine: the largest within `steady` of the smallest."""
+    floors = list(floors)
+    return max(floors) <= steady * min(floors)
+
+
 def paired_rounds(rounds, factor, half_unit_us=0.0, steady=STEADY, confidence=0.9):
     """Agreement of ours with a peer over rounds, each round one peer launch and our launch just
     before it: rounds = [{'ours': us, 'peer': us, 'floor_before': us, 'floor_after': us}].
@@ -101,10 +108,8 @@ def paired_rounds(rounds, factor, half_unit_us=0.0, steady=STEADY, confidence=0.
     median of a few such rounds outside 1.1 is as often a draw as a difference. Neither: the
     comparison did not hold (too few rounds, or rounds that straddle the band).
     Returns None if no round is steady."""
-    kept = [r for r in rounds
-            if r['floor_before'] and r['floor_after'] and
-            max(r['floor_before'], r['floor_after']) <=
-            steady * min(r['floor_before'], r['floor_after'])]
+    kept = [r for r in rounds if r['floor_before'] and r['floor_after'] and
+            one_state((r['floor_before'], r['floor_after']), steady)]
     if not kept:
         return None
     nearest = []
