@@ -232,8 +232,8 @@ def trend_steps(curves, floors, steady=STEADY):
     at the sweep's smallest size, us}. Points whose floors lie within `steady` of each other
     ran in one state of the machine and are read against each other (sweep_steps: a step the
     knob does not move cancels). Otherwise a VM's state changed between their jobs and moved
-    every size's time by up to 3x, not alike, so that a point's jumps no longer compare with the
-    others': each point is read alone (step_position), as one launch measures all its sizes."""
+    every size's time, not alike, so that a point's jumps no longer compare with the others':
+    each point is read alone (step_position), as one launch measures all its sizes."""
     if one_state(floors.values(), steady):
         return ({v: s for v, (s, _) in sweep_steps(curves).items()},
                 "each point against the sweep's others")
