@@ -1,8 +1,8 @@
 """The test files a ReFrame selection needs: `-c FILE` for each file of reframe/tests that
 defines a class the -n selections start with, or `-c tests` (every file) when a selection does
 not start with a class name or a tag (-t) selects. ReFrame instantiates every case of every
-file it loads, 2-3 s of CPU a run for all sixteen; the emulated cluster's passes run ReFrame
-six times, the unit tests some thirty.
+file it loads, seconds of CPU a run for all of them, and the unit tests start ReFrame some
+thirty times.
 
     python3 -m testbed.selection REFRAME-ARGS...    # prints the -c options, one per line
 """
