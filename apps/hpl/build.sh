@@ -124,7 +124,10 @@ RANLIB    = ranlib
 MK
 
 t1=$(date +%s.%N)
-( cd "$WORK/hpl" && make arch=$ARCH ) > "$WORK/make.log" 2>&1 ||
+# HPL's top Makefile copies its per-folder Makefiles in steps that race under -j: those steps
+# one at a time, then each folder's objects compiled on every core.
+( cd "$WORK/hpl" && MAKEFLAGS= make arch=$ARCH startup &&
+  make -j"$(nproc)" arch=$ARCH build ) > "$WORK/make.log" 2>&1 ||
     { tail -n 30 "$WORK/make.log" >&2; die "make failed (log: $WORK/make.log)"; }
 # HPCC's Make.ptest only archives the driver into libhpl.a; link xhpl here.
 INC="-I$WORK/hpl/include -I$WORK/hpl/include/$ARCH -I$HERE/../common -DHPL_CALL_CBLAS"
