@@ -3,16 +3,16 @@
 #   ci/suite.sh quick   the README's test pass, every stack: p2p's 12 modes over the quick
 #                       range (8 B, 1 KiB, 64 KiB, 1 MiB) with 15 samples per size; HPL at
 #                       N=7200 on the 1x2 grid (its panels reported; `make run` asserts them);
-#                       su3_rmd preset 1 on 2 ranks with Isend (its figures reported) and its
-#                       rank invariance over 1, 2 and 4 ranks; start-up for np 2 and 4
+#                       su3_rmd's rank invariance over 1, 2 and 4 ranks (its physics on
+#                       every stack; Su3Run's figures are `make run`'s); start-up for np 2 and 4
 #                       (9 warm launches each: enough for testbed.compare to judge them);
 #                       KnobReach; PVM's matrix (both routes, bytes and doubles) and spawn;
 #                       our p2p beside one peer a stack
 #                       runs (IMB-MPI1 where it runs, else NetPIPE: PeerCompare, 5 rounds, more
 #                       while fewer than 5 are steady, the least its 90 % interval needs),
 #                       within 10 % at the four sizes.
-#                       `make run` only: HPL's 1x1 and oversubscribed 2x2 grids, su3's Ssend
-#                       and 4-rank cases, MPI one-sided (reported), both peers (the choices and
+#                       `make run` only: HPL's 1x1 and oversubscribed 2x2 grids, Su3Run,
+#                       MPI one-sided (reported), both peers (the choices and
 #                       their times: docs/verification.md, "the test command's budget").
 #                       A missing portable reference fails the test where the machine has
 #                       rows (its type's or its own); a machine without any reports its figures
@@ -32,8 +32,7 @@ case "$profile" in
   quick) args=(-n 'P2P(Matrix|Stack).*%size_range=quick' -S P2PMatrix.samples=15
                -n 'HplRun.*%grid=1x2' -S HplRun.n_list=7200
                -S HplRun.report_only=panel_replay_over_cma,panel_posted_over_cma,panel_over_memcpy
-               -n 'Su3Run.*%ranks=2.*%comm=isend' -n Su3RankInvariance
-               -S Su3Run.report_only=speedup_busy,exchange_over_cma,exchange_over_memcpy
+               -n Su3RankInvariance
                -n StartupTime -S StartupTime.np_list=2,4 -S StartupTime.repeats=9
                -n KnobReach
                -n 'PvmMatrix.*%size_range=quick' -S PvmMatrix.samples=15

@@ -10,9 +10,9 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, sanity_function
 from reframe.core.exceptions import BuildError, ReframeError
 
-from testbed import hpl_input, machine, registry
+from testbed import hpl_input, hpl_prebuild, machine, registry
 from testbed.binding import placement_problem
-from testbed.checks import (APPS, BuildInRunSlot, ReferenceLookup, install_failure,
+from testbed.checks import (BuildInRunSlot, ReferenceLookup, install_failure,
                             kernel_copy_problem, records, stack_of)
 from testbed.launch import (StackLaunch, after_launch, baseline_line, extra_launch,
                             in_job_as_account)
@@ -32,16 +32,13 @@ class HplBuild(BuildInRunSlot, rfm.CompileOnlyRegressionTest):
     @run_before('compile')
     def configure_build(self):
         reg, stack = stack_of(self)
-        home = os.path.dirname(reg.prefix_root)
         for reason in (install_failure(reg, stack),
                        install_failure(reg, stack, status_name='hpl-source')):
             if reason:
                 raise BuildError(reason)
-        extra = [a for src in stack.extra_sources for a in ('--extra-src', str(APPS / src))]
-        self.build_system.commands = [shlex.join([
-            'bash', str(APPS / 'hpl' / 'build.sh'), '--cc', stack.compiler,
-            '--out', os.path.join(self.stagedir, 'bin'),
-            '--src-dir', os.path.join(home, 'src', 'hpcc'), *extra])]
+        # the command testbed.hpl_prebuild runs ahead (make test): the same inputs, one cache
+        self.build_system.commands = [shlex.join(
+            hpl_prebuild.build_argv(reg, stack, os.path.join(self.stagedir, 'bin')))]
 
     @sanity_function
     def built(self):
