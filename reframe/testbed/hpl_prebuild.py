@@ -1,10 +1,10 @@
 """HPL built ahead for every installed stack that runs it, into apps/hpl/build.sh's cache.
 
-`make test` (ci/test.sh) runs this at the lowest priority beside the source stacks' builds,
-once pytest is done: those builds leave a core idle while one of them runs a serial configure
-or a make with little to do in parallel, and HplBuild in the quick pass then copies each
-program from the cache (the key is the build's inputs, not where it goes) instead of compiling
-it in the timed pass, where the other core would be idle. The command is HplBuild's own
+`make test` (ci/test.sh) runs this under SCHED_IDLE beside pytest and the source stacks'
+builds: it takes a core only when nothing else wants it (a build's serial configure, a make
+with little to do in parallel), and HplBuild in the quick pass then copies each program from
+the cache (the key is the build's inputs, not where it goes) instead of compiling it in the
+timed pass, where the other core would be idle. The command is HplBuild's own
 (build_argv), so a prebuilt program is the program the test would have built.
 
     python3 -m testbed.hpl_prebuild        # one line per stack: built, cached, skipped or failed
