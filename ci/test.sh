@@ -23,18 +23,9 @@ builds_log=$(mktemp)
 # a step's own reasons for failing, a line each (ci/cluster.sh writes them), shown at the end
 export TESTBED_STEP_REASONS=$(mktemp)
 # its own process group, so that leaving early stops make and its compilers too
-hpl_log=$(mktemp)
-trap '[ -z "${builds_pid:-}" ] || kill -- "-$builds_pid" 2>/dev/null
-      [ -z "${hpl_pid:-}" ] || kill -- "-$hpl_pid" 2>/dev/null
-      rm -f "$marker" "$pytest_log" "$builds_log" "$hpl_log" "$TESTBED_STEP_REASONS"' EXIT
+trap '[ -z "${builds_pid:-}" ] || kill -- "-$builds_pid" 2>/dev/null; rm -f "$marker" "$pytest_log" "$builds_log" "$TESTBED_STEP_REASONS"' EXIT
 setsid -w nice -n 19 bash ci/setup.sh --builds only >"$builds_log" 2>&1 &
 builds_pid=$!
-# HPL for its stacks into build.sh's cache, under SCHED_IDLE: only on a core nothing else wants
-# (pytest's waits, a source build's serial configure), so that the quick pass copies it
-# (testbed/hpl_prebuild.py; a failure here is HplBuild's to report). At nice 19 beside the
-# builds it took its share of busy cores and moved their end later by as much as it saved.
-setsid -w chrt --idle 0 python3 -m testbed.hpl_prebuild >"$hpl_log" 2>&1 &
-hpl_pid=$!
 
 echo "== pytest: the Python parts, bad input, leftover processes (source builds beside it)"
 # Two workers, each test file whole on one (pytest-xdist --dist loadfile): 193 s against 361 s
@@ -42,11 +33,9 @@ echo "== pytest: the Python parts, bad input, leftover processes (source builds 
 python3 -m pytest -q -rfE --durations=12 -n 2 --dist loadfile reframe/unittests apps 2>&1 \
     | tee "$pytest_log" || { status=1; failed_steps+=(pytest); }
 t_pytest=$(date +%s)
-echo "== the source stacks' builds, and HPL built ahead"
+echo "== the source stacks' builds"
 wait "$builds_pid" || { status=1; failed_steps+=("source builds"); }
 cat "$builds_log"
-wait "$hpl_pid"
-cat "$hpl_log"
 t_builds=$(date +%s)
 
 echo "== ReFrame quick pass over every stack (references asserted)"
@@ -70,7 +59,7 @@ if [ ${#study_reports[@]} -gt 0 ]; then
 fi
 
 echo "== wall time: set-up $((t_setup - t_start)) s, pytest $((t_pytest - t_setup)) s," \
-     "source builds and HPL's $((t_builds - t_pytest)) s past pytest," \
+     "source builds $((t_builds - t_pytest)) s past pytest," \
      "ReFrame quick pass $((t_suite - t_builds)) s, cluster $((t_cluster - t_suite)) s"
 # CI keeps the tail of the log: end with what failed, so a red run says why in its last lines.
 echo "== failed steps: ${failed_steps[*]:-none}"

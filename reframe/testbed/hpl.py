@@ -10,9 +10,9 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before, sanity_function
 from reframe.core.exceptions import BuildError, ReframeError
 
-from testbed import hpl_input, hpl_prebuild, machine, registry
+from testbed import hpl_input, machine, registry
 from testbed.binding import placement_problem
-from testbed.checks import (BuildInRunSlot, ReferenceLookup, install_failure,
+from testbed.checks import (APPS, BuildInRunSlot, ReferenceLookup, install_failure,
                             kernel_copy_problem, records, stack_of)
 from testbed.launch import (StackLaunch, after_launch, baseline_line, extra_launch,
                             in_job_as_account)
@@ -32,13 +32,16 @@ class HplBuild(BuildInRunSlot, rfm.CompileOnlyRegressionTest):
     @run_before('compile')
     def configure_build(self):
         reg, stack = stack_of(self)
+        home = os.path.dirname(reg.prefix_root)
         for reason in (install_failure(reg, stack),
                        install_failure(reg, stack, status_name='hpl-source')):
             if reason:
                 raise BuildError(reason)
-        # the command testbed.hpl_prebuild runs ahead (make test): the same inputs, one cache
-        self.build_system.commands = [shlex.join(
-            hpl_prebuild.build_argv(reg, stack, os.path.join(self.stagedir, 'bin')))]
+        extra = [a for src in stack.extra_sources for a in ('--extra-src', str(APPS / src))]
+        self.build_system.commands = [shlex.join([
+            'bash', str(APPS / 'hpl' / 'build.sh'), '--cc', stack.compiler,
+            '--out', os.path.join(self.stagedir, 'bin'),
+            '--src-dir', os.path.join(home, 'src', 'hpcc'), *extra])]
 
     @sanity_function
     def built(self):
@@ -77,10 +80,11 @@ class HplBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         reported, not looked up (module docstring)."""
         if self.oversubscribed:
             return []
+        panels = self.panels and self.num_tasks > 1
         return [f'{what}_N{n}' for n in self.ns for what in ('gflops', 'time', 'efficiency')] \
             + ['dgemm_gflops'] \
-            + ([self.panel_figure] if self.num_tasks > 1 else []) \
-            + (['panel_posted_over_cma'] if self.num_tasks > 1 and
+            + ([self.panel_figure] if panels else []) \
+            + (['panel_posted_over_cma'] if panels and
                self.panel_figure == 'panel_replay_over_cma' else [])
 
     @property
@@ -118,16 +122,17 @@ class HplBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                            {f'efficiency_N{n}': ('ratio', self._efficiency(n, cores))
                             for n in self.ns} |
                            ({'panel_over_memcpy': ('ratio', self._panels('recv_over_memcpy_lq'))}
-                            if self.num_tasks > 1 else {}) |
+                            if self.panels and self.num_tasks > 1 else {}) |
                            ({'panel_over_xcopy': ('ratio', self._panels('recv_over_xcopy_lq')),
                              'panel_over_pipe': ('ratio', self._panels('recv_over_pipe_lq'))}
-                            if self._one_host() else {}) |
+                            if self.panels and self._one_host() else {}) |
                            ({'panel_over_cma': ('ratio', self._panels('recv_over_cma_lq')),
                              'panel_replay_over_cma': ('ratio',
                                                        self._panels('replay_over_cma_lq')),
                              'panel_posted_over_cma': ('ratio',
                                                        self._panels('posted_over_cma_lq'))}
-                            if self._one_host() and self._has_kernel_copy() else {}))
+                            if self.panels and self._one_host() and self._has_kernel_copy()
+                            else {}))
 
     def _baselines(self):
         """The job's DGEMM baselines, in order: before xhpl, after it, after the run again."""
@@ -248,6 +253,8 @@ class HplBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
         reg, stack = stack_of(self)
         if stack.self_bind:         # the launcher cannot bind (LAM): ranks pin themselves
             self.executable_opts = ['--bind-self']
+        if not self.panels:
+            self.executable_opts = [*self.executable_opts, '--no-panels']
         # The DGEMM baseline runs in this job right before xhpl (after StackLaunch's daemon
         # boot, which goes first) and right after it; then, where the ranks fit
         # the cores, xhpl once more (run_again; not a baseline, so an injected slowdown of the
@@ -337,6 +344,8 @@ class HplBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
     def _kernel_copy(self):
         """A row of a replay over the kernel copy to meet and no kernel copy measured fails
         (checks.kernel_copy_problem); the panels over it are reported only, never looked up."""
+        if not self.panels:
+            return True
         return next(filter(None, (kernel_copy_problem(self.reference, name,
                                                       self._has_kernel_copy(), 'HplRun')
                                   for name in ('panel_replay_over_cma',

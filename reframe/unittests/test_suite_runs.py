@@ -281,6 +281,21 @@ def test_hpl_runs_again_after_its_second_baseline_and_reports_what_travels(workd
     assert 'HPL-PANELS' not in (out / 'run_again.out').read_text()
 
 
+def test_hpl_run_without_panels_keeps_its_residual_and_efficiency(workdir):
+    # the quick pass's HplRun.panels=no: xhpl --no-panels on both runs, no panel figure
+    # reported or looked up, the residual and the efficiency as always
+    proc, cases = reframe(workdir, '-r', '-n', 'HplRun.*%grid=1x2', '-p', 'mpich-4_0',
+                          '-S', 'HplRun.n_list=1800', '-S', 'HplRun.panels=no')
+    tc = cases[('HplRun', 'mpich-4_0')]
+    assert tc['result'] == 'pass', tc.get('fail_reason')
+    assert not [k for k in tc['perfvalues'] if ':panel_' in k]
+    assert not [v for v in tc['portable_variables'] if v.startswith('panel_')]
+    assert any(k.endswith(':efficiency_N1800') for k in tc['perfvalues'])
+    (out,) = (workdir / 'output').glob('*/*/mpich-4_0/HplRun_*')
+    assert 'HPL-PANELS' not in (out / 'rfm_job.out').read_text()
+    assert 'PASSED' in (out / 'rfm_job.out').read_text()
+
+
 def test_hpl_run_whose_residual_check_fails_is_failed(workdir):
     proc, cases = reframe(workdir, '-r', '-n', 'HplRun.*%grid=1x1', '-p', 'mpich-4_0',
                           '-S', 'HplRun.n_list=1800', '-S', 'HplRun.threshold=1e-30')
