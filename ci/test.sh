@@ -3,8 +3,8 @@
 #   1. set-up (idempotent), 2. pytest of the Python parts and the bad-input/leftover checks,
 #   3. a quick pass of the ReFrame suite over every stack with references asserted,
 #   4. the summary table and the check that no daemon or launcher is left behind,
-#   5. the same point-to-point matrix across two nodes of the emulated Slurm cluster, under
-#      three link profiles (ci/cluster.sh), the cluster taken down after each.
+#   5. the point-to-point matrix (one mode of each send) across two nodes of the emulated
+#      Slurm cluster, under three link profiles (ci/cluster.sh), taken down after each.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
