@@ -9,10 +9,10 @@
 #                       (9 warm launches each: enough for testbed.compare to judge them);
 #                       KnobReach; PVM's matrix (both routes, bytes and doubles) and spawn;
 #                       our p2p beside one peer a stack
-#                       runs (IMB-MPI1 where it runs, else NetPIPE: PeerCompare, 5 rounds, one
-#                       more while fewer than 5 are steady, the least its 90 % interval needs;
-#                       a size still short of 5 is reported "not held", `make run` takes up to
-#                       10 rounds), within 10 % at the four sizes.
+#                       runs (IMB-MPI1 where it runs, else NetPIPE: PeerCompare, 5 rounds, up
+#                       to 8 while fewer than 5 are steady, the least its 90 % interval needs;
+#                       at 6 an injected slowdown of 1.2 passed as not held), within 10 % at
+#                       the four sizes.
 #                       `make run` only: HPL's 1x1 and oversubscribed 2x2 grids, Su3Run,
 #                       MPI one-sided (reported), both peers (the choices and
 #                       their times: docs/verification.md, "the test command's budget").
@@ -39,7 +39,7 @@ case "$profile" in
                -n 'PvmMatrix.*%size_range=quick' -S PvmMatrix.samples=15
                -n PvmStartup -S PvmStartup.np_list=2,4 -S PvmStartup.repeats=3
                -n '^PeerCompare' -S PeerCompare.rounds=5 -S PeerCompare.min_steady=5
-               -S PeerCompare.max_rounds=6 -S PeerCompare.one_peer=yes)
+               -S PeerCompare.max_rounds=8 -S PeerCompare.one_peer=yes)
          export TESTBED_REQUIRE_REFERENCES=${TESTBED_REQUIRE_REFERENCES:-1} ;;
   # BindModel needs its image (make bind-image); the studies' own tests (LogGP, Streams, the
   # knob sweeps, the thesis's definitions) are make studies' (ci/studies.sh)
