@@ -121,18 +121,21 @@ class HplBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
                             'dgemm_after_over_before': ('ratio', self._dgemm_drift())} |
                            {f'efficiency_N{n}': ('ratio', self._efficiency(n, cores))
                             for n in self.ns} |
-                           ({'panel_over_memcpy': ('ratio', self._panels('recv_over_memcpy_lq'))}
-                            if self.panels and self.num_tasks > 1 else {}) |
-                           ({'panel_over_xcopy': ('ratio', self._panels('recv_over_xcopy_lq')),
-                             'panel_over_pipe': ('ratio', self._panels('recv_over_pipe_lq'))}
-                            if self.panels and self._one_host() else {}) |
-                           ({'panel_over_cma': ('ratio', self._panels('recv_over_cma_lq')),
-                             'panel_replay_over_cma': ('ratio',
-                                                       self._panels('replay_over_cma_lq')),
-                             'panel_posted_over_cma': ('ratio',
-                                                       self._panels('posted_over_cma_lq'))}
-                            if self.panels and self._one_host() and self._has_kernel_copy()
-                            else {}))
+                           self._panel_figures())
+
+    def _panel_figures(self):
+        """The panels' figures from the HPL-PANELS record; none with panels off (--no-panels)."""
+        if not self.panels:
+            return {}
+        return (({'panel_over_memcpy': ('ratio', self._panels('recv_over_memcpy_lq'))}
+                 if self.num_tasks > 1 else {}) |
+                ({'panel_over_xcopy': ('ratio', self._panels('recv_over_xcopy_lq')),
+                  'panel_over_pipe': ('ratio', self._panels('recv_over_pipe_lq'))}
+                 if self._one_host() else {}) |
+                ({'panel_over_cma': ('ratio', self._panels('recv_over_cma_lq')),
+                  'panel_replay_over_cma': ('ratio', self._panels('replay_over_cma_lq')),
+                  'panel_posted_over_cma': ('ratio', self._panels('posted_over_cma_lq'))}
+                 if self._one_host() and self._has_kernel_copy() else {}))
 
     def _baselines(self):
         """The job's DGEMM baselines, in order: before xhpl, after it, after the run again."""
@@ -197,7 +200,10 @@ class HplBase(StackLaunch, ReferenceLookup, rfm.RunOnlyRegressionTest):
 
     @sn.deferrable
     def _panels_problem(self):
-        """Why the HPL-PANELS record cannot be used, or True. One rank has no broadcast."""
+        """Why the HPL-PANELS record cannot be used, or True (also with panels off: xhpl
+        --no-panels prints none). One rank has no broadcast."""
+        if not self.panels:
+            return True
         recs = self._records('HPL-PANELS')
         if not recs:
             return 'no HPL-PANELS record (apps/hpl/panel_time.c)'
