@@ -20,9 +20,9 @@
 #                         fallback's 69-75 s, its 1 MiB at 18-42 ms a half round trip, for
 #                         figures reported, not asserted; the in-host quick pass and `full`
 #                         run it). On gige the fallback runs in `full` only, or for the
-#                         stacks TESTBED_CLUSTER_SHAPED_FALLBACK_STACKS names (there lam-7.1 took
-#                         11 s of the test command's 20 minutes, PVM's matrix at 1 Gb/s 90 of the
-#                         cluster's 466 s on a fresh machine, for figures reported, not asserted).
+#                         stacks TESTBED_CLUSTER_SHAPED_FALLBACK_STACKS names (PVM's matrix at
+#                         1 Gb/s took 90 of the cluster's 466 s on a fresh machine; LAM's figures
+#                         there are reported, not asserted, too).
 #                         Start-up against np (reported only) runs in `full`, or where
 #                         TESTBED_CLUSTER_STARTUP_STACKS names stacks.
 #   ci/cluster.sh full    the same with every stack srun or the fallback can start and every

@@ -11,8 +11,8 @@
 #                       our p2p beside one peer a stack
 #                       runs (IMB-MPI1 where it runs, else NetPIPE: PeerCompare, 5 rounds, up
 #                       to 8 while fewer than 5 are steady, the least its 90 % interval needs;
-#                       at 6 an injected slowdown of 1.2 passed as not held), within 10 % at
-#                       the four sizes.
+#                       with fewer an injected slowdown passed as not held: docs/peers.md),
+#                       within 10 % at the four sizes.
 #                       `make run` only: HPL's 1x1 and oversubscribed 2x2 grids, Su3Run,
 #                       MPI one-sided (reported), both peers (the choices and
 #                       their times: docs/verification.md, "the test command's budget").
