@@ -9,11 +9,6 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 t_start=$(date +%s)
-# The source stacks build beside pytest, at the lowest priority: pytest mostly keeps one core
-# busy, and no unit test needs those stacks (their tests are in the quick pass).
-bash ci/setup.sh --builds later || exit 1
-t_setup=$(date +%s)
-. site/env.sh
 status=0
 failed_steps=()
 # Reports written after this marker are this run's; the failure list at the end reads only them.
@@ -24,8 +19,15 @@ builds_log=$(mktemp)
 export TESTBED_STEP_REASONS=$(mktemp)
 # its own process group, so that leaving early stops make and its compilers too
 trap '[ -z "${builds_pid:-}" ] || kill -- "-$builds_pid" 2>/dev/null; rm -f "$marker" "$pytest_log" "$builds_log" "$TESTBED_STEP_REASONS"' EXIT
+# The source stacks build from the moment Debian's packages and their tarballs are in, beside
+# the rest of the set-up (venvs, PyPI stacks) and pytest, at the lowest priority: no unit test
+# needs those stacks (their tests are in the quick pass).
+bash ci/setup.sh --builds later --phase system || exit 1
 setsid -w nice -n 19 bash ci/setup.sh --builds only >"$builds_log" 2>&1 &
 builds_pid=$!
+bash ci/setup.sh --builds later || exit 1
+t_setup=$(date +%s)
+. site/env.sh
 
 echo "== pytest: the Python parts, bad input, leftover processes (source builds beside it)"
 # Two workers, each test file whole on one (pytest-xdist --dist loadfile): 193 s against 361 s

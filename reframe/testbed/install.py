@@ -91,11 +91,12 @@ def apt_install(pkgs, logfile, updated):
                apt_env())
 
 
-def install_cluster_debs(logfile, updated):
-    """CLUSTER_DEBS; where this call installs docker-registry, the service its package enables
-    for the whole machine (port 5000) is stopped and disabled: the cluster starts its own."""
+def install_cluster_debs(logfile, updated, more=()):
+    """CLUSTER_DEBS and `more` in one apt call; where this call installs docker-registry, the
+    service its package enables for the whole machine (port 5000) is stopped and disabled: the
+    cluster starts its own."""
     fresh_registry = not deb_installed('docker-registry')
-    ok, why = apt_install(CLUSTER_DEBS, logfile, updated)
+    ok, why = apt_install(list(dict.fromkeys([*CLUSTER_DEBS, *more])), logfile, updated)
     if ok and fresh_registry:
         if os.path.isdir('/run/systemd/system') and shutil.which('systemctl'):
             run(['systemctl', 'disable', '--now', 'docker-registry.service'], logfile)
@@ -220,8 +221,9 @@ def install_stack(stack, reg, home, updated):
 
 def install_stacks(stacks, reg, home, updated, builds_at_once=BUILDS_AT_ONCE, build=True):
     """Install `stacks` in turn, each as install_stack says, except that the source builds
-    run side by side (builds_at_once), after every apt and pip step of every stack: a package
-    that lands while a configure script looks would make the build depend on timing. The
+    run side by side (builds_at_once), after every apt step of every stack: a package that
+    lands while a configure script looks would make the build depend on timing (pip's venvs
+    may come later: they land in their own prefixes, which no configure looks at). The
     two-rank hellos run one at a time (two LAM universes of one process would share a session
     name). With build=False a source stack is fetched and left for a later call (absent from
     the result). Returns {stack name: (ok, why, seconds)}."""
@@ -303,6 +305,12 @@ def main(argv=None):
                          'cluster, report browser, ReFrame, HPL source)')
     # ci/test.sh builds the source stacks beside pytest: 'later' first, then 'only' at a low
     # priority (a source build is minutes of idle cores while pytest runs one at a time)
+    # ci/test.sh starts the builds after 'system' (they need only Debian's packages and the
+    # tarballs), then makes the venvs beside them with a second call
+    ap.add_argument('--phase', choices=('all', 'system'), default='all',
+                    help="system: only the Debian packages (every list's and every stack's), "
+                         "the job account and the source stacks' tarballs; all (default): "
+                         "everything")
     ap.add_argument('--builds', choices=('now', 'later', 'only'), default='now',
                     help="the source stacks' builds: now (default); later: every other step, "
                          "the sources fetched; only: the source stacks' builds and hellos")
@@ -327,22 +335,28 @@ def main(argv=None):
     timings = {}
 
     t0 = time.monotonic()
+    # Every Debian package in one apt call (one transaction, one round of triggers); the
+    # stacks' own come in here too, so that nothing lands while a source build configures.
+    stack_debs = [p for s in stacks if s.origin in ('debian', 'source', 'prefix')
+                  for p in s.packages]
+    # an image runs ranks; the host keeps the tools that drive and judge them
+    debs = BASE_DEBS + stack_debs if args.image else \
+        BASE_DEBS + PEER_DEBS + REPORT_DEBS + stack_debs
     steps = [
-        ('base packages', lambda f: apt_install(BASE_DEBS, f, updated)),
-        ('peer benchmarks', lambda f: apt_install(PEER_DEBS, f, updated)),
-        ('emulated cluster', lambda f: install_cluster_debs(f, updated)),
-        ('report browser', lambda f: apt_install(REPORT_DEBS, f, updated)),
-        ('ReFrame venv', lambda f: make_venv(str(home / 'reframe'), TOOL_PACKAGES, f)),
-        ('testbed package', lambda f: install_testbed_package(str(home / 'reframe'),
-                                                              registry.REPO, f)),
+        ('Debian packages', lambda f: apt_install(debs, f, updated) if args.image
+         else install_cluster_debs(f, updated, debs)),
         (f'account {reg.run_as}', lambda f: ensure_account(reg.run_as, f)),
         ('host name', ensure_hostname_resolves),
         ('the clone open to the job account',
          lambda f: ensure_account_reaches(registry.REPO, reg.run_as, f)),
+        ('ReFrame venv', lambda f: make_venv(str(home / 'reframe'), TOOL_PACKAGES, f)),
+        ('testbed package', lambda f: install_testbed_package(str(home / 'reframe'),
+                                                              registry.REPO, f)),
     ]
     if args.image:
-        # an image runs ranks; the host keeps the tools that drive and judge them
-        steps = [s for s in steps if s[0] in ('base packages', f'account {reg.run_as}')]
+        steps = [s for s in steps if s[0] in ('Debian packages', f'account {reg.run_as}')]
+    elif args.phase == 'system':
+        steps = steps[:4]
     if args.builds == 'only':
         steps = []      # the call with --builds later made them
     for step, action in steps:
@@ -351,9 +365,20 @@ def main(argv=None):
             print(f'error: set-up step "{step}" failed: {why} (log: {logs / "base.log"})',
                   file=sys.stderr)
             return 1
+    if args.phase == 'system':
+        # the tarballs, one at a time (fetch_source may run apt); a failure is the next
+        # call's to record, in the stack's status
+        for stack in stacks:
+            if stack.origin == 'source':
+                why, _ = origins.fetch_source(stack, home, logs / f'{stack.name}.log')
+                log(f'{stack.name}: source ' + (f'not fetched: {why}' if why else 'fetched'))
+        log(f'Debian packages, account {reg.run_as} and sources: '
+            f'{time.monotonic() - t0:.0f} s (the venvs and PyPI stacks: a call without '
+            '--phase system)')
+        return 0
     if steps:
         timings['base'] = time.monotonic() - t0
-        log(f'base packages, ReFrame ({REFRAME_PIN}) and account {reg.run_as}: '
+        log(f'Debian packages, ReFrame ({REFRAME_PIN}) and account {reg.run_as}: '
             f'{timings["base"]:.0f} s')
 
     failed = []
