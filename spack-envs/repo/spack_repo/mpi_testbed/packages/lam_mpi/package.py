@@ -39,6 +39,7 @@ class LamMpi(AutotoolsPackage):
     )
     variant("romio", default=True, description="Build ROMIO (MPI-IO)")
     variant("fortran", default=True, description="Build the Fortran bindings")
+    variant("cxx", default=True, description="Build the MPI-2 C++ bindings (mpi2cpp)")
     variant("shared", default=True, description="Shared libraries (as Debian ships them)")
     variant("static", default=True, description="Static libraries too (as Debian ships them)")
 
@@ -72,6 +73,8 @@ class LamMpi(AutotoolsPackage):
             args.append("--without-romio")
         if spec.satisfies("~fortran"):
             args.append("--without-fc")
+        if spec.satisfies("~cxx"):
+            args.append("--without-mpi2cpp")
         return args
 
     def setup_run_environment(self, env):
