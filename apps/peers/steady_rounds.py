@@ -7,10 +7,11 @@
 A round of a peer is steady when the 8-byte shared-memory floor of our launch just before the
 peer's launches and of our launch just after them agree within a factor F (the rule of
 testbed.peer_table, which gives F): the machine stayed put. Our launches of round k are
-p2p-r<k>.log (before IMB), p2p-shared-r<k>.log (after IMB, before NetPIPE) and p2p-r<k+1>.log
-(after NetPIPE; LOG where that is the job's own launch). Exit 0 when every peer has N steady
-rounds among rounds 1..K, else 1. Debian's python, standard library only: it runs as the job
-account in the stage.
+p2p-r<k>.log (before IMB), p2p-shared-r<k>.log (after IMB, before NetPIPE; only when NetPIPE
+runs) and p2p-r<k+1>.log (after NetPIPE, or after IMB when it runs alone; LOG where that is the
+job's own launch): the pairs PeerCompare's verdict reads (testbed.peer_compare.compare). Exit 0
+when every peer has N steady rounds among rounds 1..K, else 1. Debian's python, standard
+library only: it runs as the job account in the stage.
 """
 import argparse
 import json
@@ -46,7 +47,10 @@ def count(rounds, peers, factor, last_log, folder='.'):
         n = 0
         for k in range(1, rounds + 1):
             if peer == 'imb':
-                pair = (f'p2p-r{k}', f'p2p-shared-r{k}')
+                # ours just after IMB: in NetPIPE's layout when NetPIPE runs next, else the
+                # next round's first launch
+                pair = (f'p2p-r{k}', f'p2p-shared-r{k}' if 'netpipe' in peers
+                        else f'p2p-r{k + 1}')
             else:
                 pair = (f'p2p-shared-r{k}', f'p2p-r{k + 1}')
             n += steady(floor_us(log(pair[0])), floor_us(log(pair[1])), factor)
