@@ -32,3 +32,14 @@ def test_the_exit_status_says_whether_to_stop(tmp_path, monkeypatch):
     assert sr.main(args + ['--need', '2']) == 1
     (tmp_path / 'p2p-shared-r1.log').write_text('no records: the launch failed\n')
     assert sr.main(args + ['--need', '1']) == 1
+
+
+def test_imb_alone_pairs_its_rounds_as_the_verdict_does(tmp_path):
+    # one peer a stack (the quick pass) on an IMB stack: no launch in NetPIPE's layout, so
+    # IMB's round k lies between p2p-r<k> and p2p-r<k+1> (testbed.peer_compare.compare);
+    # the floor moved across round 3 (0.068 -> 0.264 us) and back across round 4
+    for k, floor in enumerate([0.068, 0.069, 0.068, 0.264, 0.064], 1):
+        write_log(tmp_path / f'p2p-r{k}.log', floor)
+    write_log(tmp_path / 'rfm_job.out', 0.065)         # p2p-r6: the job's own launch
+    got = sr.count(5, ['imb'], 2.0, str(tmp_path / 'rfm_job.out'), str(tmp_path))
+    assert got == {'imb': 3}        # rounds 1, 2 and 5 (paired with its own launch: 4)

@@ -1,4 +1,5 @@
-"""site/cluster/profile_check.py: PVM's routes between the nodes, in the study's direction."""
+"""site/cluster/profile_check.py: PVM's routes between the nodes, in the study's direction, and a
+shaped link slower than native where it can show."""
 from testbed_site.cluster import profile_check
 
 
@@ -41,3 +42,11 @@ def test_every_size_gets_its_ratio_to_busy_poll_tcp():
     assert '| mtu1500_gige | mpich-4.0 | 0.980 | 1.100 | 1.350 |' in lines
     assert '| mtu1500_gige | openmpi-4.1 | 1.200 | n/a | 1.000 |' in lines
     assert '1048576 B: MPI over busy-poll TCP' in lines[1]
+
+
+def test_the_shaping_is_judged_only_where_native_outran_the_link():
+    assert profile_check.shaping_verdict(118, 2800, 1000) == 'ok'          # gige
+    assert profile_check.shaping_verdict(2900, 2800, 1000).startswith('FAIL')
+    # 10gige (1250 MB/s) over a native path that carried 1160 MB/s: nothing to see
+    assert profile_check.shaping_verdict(1189, 1160, 10000).startswith('not judged')
+    assert profile_check.shaping_verdict(1300, 1400, None) == 'ok'         # no rate declared
