@@ -179,14 +179,13 @@ def copy_ratio(proc):
 
 def test_copy_copies_every_send_buffer_and_slows_the_large_messages(built):
     # the second kind of slowdown (make ab): 16 extra copies of each 1 MiB send make a half
-    # round trip at least 16 copies long; judged against the memcpy baseline sampled in the
-    # same launch, not against another launch (a plain launch once read 2713 us on a slow
-    # VM state, against 642 us slowed: docs/verification.md, 2026-11-29 late night)
+    # round trip at least 16 copies long, judged against the memcpy baseline sampled in the
+    # same launch. Not against a plain launch: on this VM a plain mpich-4.0 launch can read
+    # its 1 MiB as 24 copies' worth (docs/verification.md, 2026-11-29 late night).
     proc = p2p(built, TESTBED_SLOWDOWN_COPY='16')
     assert proc.stderr.count('slowdown: active copy x16 of every send buffer') == 2, proc.stderr
     medians(proc)
     assert copy_ratio(proc) > 8, proc.stdout
-    assert copy_ratio(p2p(built)) < copy_ratio(proc)
 
 
 def test_a_fractional_copy_copies_part_of_each_buffer(built):
