@@ -33,10 +33,12 @@
 
 #define REPS_CAP (1L << 24)
 #define CALIB_TRIES 3
+/* A calibrated count aims this far past --min-time-ms. */
+#define CALIB_MARGIN 1.2
 /* Long samples (--min-time-ms past 8 ms) are calibrated on shorter ones: an eighth of the
- * minimum, CALIB_PROJECT_S at least, times the rate well enough to project the count 20% past
- * the minimum, where three samples of the full length at each level were half of a launch of
- * 100 ms samples. At the default 1 ms nothing changes. */
+ * minimum, CALIB_PROJECT_S at least, times the rate well enough to project the count
+ * CALIB_MARGIN past the minimum, where three samples of the full length at each level took
+ * most of a launch of long samples. At the default 1 ms nothing changes. */
 #define CALIB_PROJECT_S 1e-3
 #define CALIB_PROJECT_PART 8
 #define HANDSHAKE_TRIPS 1000
@@ -344,7 +346,7 @@ long p2p_next_reps(long reps, double t, double min_time_s)
     if (t >= min_time_s || reps >= REPS_CAP)
         return -reps;
     /* Aim 20% past the minimum; at least double. */
-    double want = t > 0 ? reps * 1.2 * min_time_s / t : 16.0 * reps;
+    double want = t > 0 ? reps * CALIB_MARGIN * min_time_s / t : 16.0 * reps;
     long next = want > 2.0 * reps ? (long)want + 1 : 2 * reps;
     return next > REPS_CAP ? REPS_CAP : next;
 }
@@ -372,7 +374,7 @@ static long calibrate(struct run *r, struct channel *ch, long size)
         if (r->rank == 0) {
             next = p2p_next_reps(reps, t, aim_s);
             if (next < 0 && aim_s < min_s && t > 0) {
-                double want = reps * 1.2 * min_s / t;
+                double want = reps * CALIB_MARGIN * min_s / t;
                 next = want >= (double)REPS_CAP ? -REPS_CAP
                        : -(want > reps ? (long)want + 1 : reps);
             }

@@ -356,7 +356,7 @@ def main(argv=None):
     if args.image:
         steps = [s for s in steps if s[0] in ('Debian packages', f'account {reg.run_as}')]
     elif args.phase == 'system':
-        steps = steps[:4]
+        steps = [s for s in steps if s[0] not in ('ReFrame venv', 'testbed package')]
     if args.builds == 'only':
         steps = []      # the call with --builds later made them
     for step, action in steps:
