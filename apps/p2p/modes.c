@@ -20,6 +20,9 @@
  *   bidir    both ranks post W receives and start W sends, then wait for all
  *            2W; throughput counts both directions.
  *
+ * Transports: MPI two-sided, MPI one-sided (Put with flush: tr_rma.c, whose
+ * window is this file's receive slots and ack slot) and raw TCP.
+ *
  * Every sample, as the ping-pong's: buffers filled outside the timed region
  * (receive slots with the complement of what must arrive), the partner's
  * receives posted, a barrier, one untimed round trip that absorbs its skew,
@@ -68,9 +71,9 @@ struct mctx {
     int rank;
     struct tport *t;
     unsigned char *sbuf;    /* one send buffer (bidir: one per rank, as here) */
-    unsigned char *slots;   /* P2P_MAX_Q receive slots, `stride` bytes apart */
+    unsigned char *slots;   /* P2P_MAX_Q receive slots, `stride` bytes apart, then ackr */
     size_t stride;
-    unsigned char ack[8], ackr[8];
+    unsigned char ack[8], *ackr;
     double iters_per_us;    /* this rank's busy loop */
     char mode[96];
 };
@@ -252,8 +255,9 @@ static double sample(struct mctx *m, struct point *p, long reps, unsigned idx,
             for (int k = 0; k < p->q; k++)
                 t->irecv(t, k, m->slots + (size_t)k * m->stride, n);
             for (int k = 0; k < p->q; k++)
-                t->isend(t, p->q + k, m->sbuf, n);
-            t->wait(t, 0, 2 * p->q);
+                t->isend(t, P2P_MAX_Q + k, m->sbuf, n);
+            t->wait(t, P2P_MAX_Q, p->q);    /* sends first: rma tells the partner there */
+            t->wait(t, 0, p->q);
         }
         break;
     }
@@ -421,14 +425,36 @@ void p2p_measure_modes(const struct options *o, int rank)
     m.o = o;
     m.rank = rank;
     m.t = &tp;
+    /* The receive slots, then a page for the ack: one arena, the window of rma. */
+    m.stride = ((size_t)maxsize + 4095) / 4096 * 4096;
+    size_t arena = m.stride * P2P_MAX_Q + 4096;
+    m.sbuf = aligned_alloc(4096, m.stride);
+    m.slots = aligned_alloc(4096, arena);
+    if (!m.sbuf || !m.slots) {
+        fprintf(stderr, "p2p: rank %d: out of memory for %d receive slots of %ld bytes\n",
+                rank, P2P_MAX_Q, maxsize);
+        ctl_abort(1);
+    }
+    memset(m.slots, 0, arena);   /* touch every page before timing */
+    m.ackr = m.slots + m.stride * P2P_MAX_Q;
+    const char *none = NULL;     /* why this transport runs no mode, if it runs none */
     if (o->transport == T_TCP || o->transport == T_TCP_POLL)
         tr_tcp_init(&tp, o->transport == T_TCP_POLL);
     else if (o->transport == T_MPI)
         tr_mpi_init(&tp, 0, 0);        /* Send-Recv for the blocking calls */
-    else {
+    else if (o->transport == T_RMA && (o->rma_op == RMA_GET || (o->rma_sync >= 0 &&
+                                                               o->rma_sync != RMA_FLUSH)))
+        none = "the modes over rma run Put with passive-target flush only (--rma-op put "
+               "--rma-sync flush): fence and pscw open an epoch per message or batch";
+    else if (o->transport == T_RMA)
+        tr_rma_modes_init(&tp, m.slots, m.stride, arena, m.stride * P2P_MAX_Q, m.ack);
+    else
+        none = "the modes beyond the ping-pong run over --transport mpi, rma, tcp or tcp_poll";
+    if (none) {
         tp.name = o->transport == T_SHM ? "shm" : o->transport == T_MEMCPY ? "memcpy" : "rma";
-        unsupported(&m, "flood,overlap,stream,unidir,bidir",
-                    "the modes beyond the ping-pong run over --transport mpi, tcp or tcp_poll");
+        unsupported(&m, "flood,overlap,stream,unidir,bidir", none);
+        free(m.sbuf);
+        free(m.slots);
         return;
     }
     snprintf(m.mode, sizeof m.mode, "%s modes", tp.name);
@@ -442,17 +468,10 @@ void p2p_measure_modes(const struct options *o, int rank)
             printf("}\n");
             fflush(stdout);
         }
+        free(m.sbuf);
+        free(m.slots);
         return;
     }
-    m.stride = ((size_t)maxsize + 4095) / 4096 * 4096;
-    m.sbuf = aligned_alloc(4096, m.stride);
-    m.slots = aligned_alloc(4096, m.stride * P2P_MAX_Q);
-    if (!m.sbuf || !m.slots) {
-        fprintf(stderr, "p2p: rank %d: out of memory for %d receive slots of %ld bytes\n",
-                rank, P2P_MAX_Q, maxsize);
-        ctl_abort(1);
-    }
-    memset(m.slots, 0, m.stride * P2P_MAX_Q);   /* touch every page before timing */
 
     /* Which points: flood q x sizes; overlap both sides over the ladder; the streams. */
     int cap = o->nqdepths * o->nsizes + 2 * NWORK + o->nsizes * (1 + 2 * o->nwindows);

@@ -51,3 +51,12 @@ void tr_rma_init(struct tport *t, int op, int sync, void *send_base, void *recv_
     (void)len;
     tr_mpi_init(t, op, sync);
 }
+
+void tr_rma_modes_init(struct tport *t, void *slots, size_t stride, size_t len,
+                       size_t ack_offset, const void *ack_send)
+{
+    (void)stride;
+    (void)ack_offset;
+    (void)ack_send;
+    tr_rma_init(t, 0, 0, NULL, slots, len);
+}

@@ -23,6 +23,17 @@
  * said its Get is done. Without that, a Get could read the next sample's
  * pattern (the payload check caught exactly this).
  *
+ * The modes of modes.c (flood, overlap, streams: several messages in flight)
+ * run Put with flush only, over a window of their own: the receive slots,
+ * `stride` bytes apart, and an ack slot after them. isend starts a Put into
+ * the partner's slot of the same index (mod P2P_MAX_Q); a wait over send
+ * slots flushes every Put started (complete at the target) and then adds
+ * their number to the partner's arrival counter; a wait over receive slots
+ * polls that counter for as many arrivals. The receiver grants no credits:
+ * the sender owns the ring of slots, as a one-sided layer's sender owns the
+ * remote buffers it writes. fence and pscw open an epoch per message or
+ * batch, collective or matched, and are left to the ping-pong.
+ *
  * LAM 7.1 (MPI_VERSION 1.2, with MPI-2 one-sided) has no lock_all/flush:
  * flush is compiled out under MPI_VERSION < 3 and reported unsupported. */
 #include <mpi.h>
@@ -56,6 +67,14 @@ struct rma_state {
     long counters[2];
     long seen[2];         /* what this rank has waited for so far */
 #endif
+    /* the modes (tr_rma_modes_init): the window is their receive slots */
+    int modes;
+    size_t stride;        /* between receive slots */
+    MPI_Aint ack_disp;    /* where an ack lands in the partner's window */
+    const void *ack_send; /* the buffer acks are sent from */
+    long pending;         /* Puts started and not yet flushed and counted */
+    int slot_n[P2P_MAX_SLOTS];          /* bytes posted in a receive slot */
+    unsigned char is_send[P2P_MAX_SLOTS];
 };
 
 static struct rma_state st; /* one RMA channel per run */
@@ -83,17 +102,19 @@ int tr_rma_supported(int sync, char *why, size_t len)
  * tried first: MPICH 4.0 over UCX livelocked in its self active messages.)
  * Seeing count n means message n arrived; MPI_Win_sync on the data window
  * then makes the payload visible to the plain loads of the payload check. */
-static void notify(struct rma_state *s, int which)
+static void notify_n(struct rma_state *s, int which, long n)
 {
-    long one = 1;
-    MPI_Accumulate(&one, 1, MPI_LONG, s->peer, which, 1, MPI_LONG, MPI_SUM,
+    MPI_Accumulate(&n, 1, MPI_LONG, s->peer, which, 1, MPI_LONG, MPI_SUM,
                    s->flag_win);
     MPI_Win_flush(s->peer, s->flag_win);
 }
 
-static void await(struct rma_state *s, int which)
+static void notify(struct rma_state *s, int which) { notify_n(s, which, 1); }
+
+/* Until counter `which` shows n more arrivals than this rank waited for. */
+static void await_n(struct rma_state *s, int which, long n)
 {
-    long want = ++s->seen[which];
+    long want = s->seen[which] += n;
     int flag;
     for (;;) {
         MPI_Win_sync(s->flag_win);
@@ -104,6 +125,8 @@ static void await(struct rma_state *s, int which)
     }
     MPI_Win_sync(s->win);
 }
+
+static void await(struct rma_state *s, int which) { await_n(s, which, 1); }
 #endif
 
 static int rma_setup(struct tport *t, long maxsize, char *err, size_t len)
@@ -272,6 +295,97 @@ static void rma_cleanup(struct tport *t)
     MPI_Win_free(&s->win);
     MPI_Group_free(&s->peer_grp);
     MPI_Comm_free(&s->comm);
+}
+
+#if HAVE_MPI3_RMA
+/* ---- the modes: Put with flush, several in flight (modes.c) ---- */
+
+/* Every Put started is complete at the target, and the target is told. */
+static void flush_and_tell(struct rma_state *s, long extra)
+{
+    MPI_Win_flush(s->peer, s->win);
+    notify_n(s, 0, s->pending + extra);
+    s->pending = 0;
+}
+
+static void modes_isend(struct tport *t, int slot, const void *buf, int n)
+{
+    struct rma_state *s = t->state;
+    MPI_Aint d = (MPI_Aint)(slot % P2P_MAX_Q) * (MPI_Aint)s->stride;
+    MPI_Put((void *)buf, n, MPI_BYTE, s->peer, d, n, MPI_BYTE, s->win);
+    s->pending++;
+    s->is_send[slot] = 1;
+}
+
+static void modes_irecv(struct tport *t, int slot, void *buf, int n)
+{
+    struct rma_state *s = t->state;
+    if ((unsigned char *)buf != s->recv_base + (size_t)(slot % P2P_MAX_Q) * s->stride) {
+        fprintf(stderr, "p2p: rma: receive slot %d posted outside its place in the"
+                " window\n", slot);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    s->is_send[slot] = 0;
+    s->slot_n[slot] = n;
+}
+
+/* Sends first (a bidirectional window waits for both; the partner's
+ * receives complete only once this rank has told it), then receives. */
+static void modes_wait(struct tport *t, int first, int count)
+{
+    struct rma_state *s = t->state;
+    int sends = 0;
+    for (int k = first; k < first + count; k++)
+        sends += s->is_send[k];
+    if (sends && s->pending)
+        flush_and_tell(s, 0);
+    if (count - sends)
+        await_n(s, 0, count - sends);
+}
+
+static long modes_slot_received(struct tport *t, int slot)
+{
+    return ((struct rma_state *)t->state)->slot_n[slot];
+}
+
+/* The blocking calls carry the acks and the stream: an ack lands in the
+ * partner's ack slot, anything else in its slot 0 (where the stream's
+ * receiver posts). Puts still pending go with it, counted before it. */
+static void modes_send(struct tport *t, const void *buf, int n)
+{
+    struct rma_state *s = t->state;
+    MPI_Aint d = buf == s->ack_send ? s->ack_disp : 0;
+    MPI_Put((void *)buf, n, MPI_BYTE, s->peer, d, n, MPI_BYTE, s->win);
+    flush_and_tell(s, 1);
+}
+
+static void modes_recv(struct tport *t)
+{
+    await((struct rma_state *)t->state, 0);
+}
+#endif
+
+void tr_rma_modes_init(struct tport *t, void *slots, size_t stride, size_t len,
+                       size_t ack_offset, const void *ack_send)
+{
+    tr_rma_init(t, RMA_PUT, RMA_FLUSH, NULL, slots, len);
+#if HAVE_MPI3_RMA
+    st.modes = 1;
+    st.stride = stride;
+    st.ack_disp = (MPI_Aint)ack_offset;
+    st.ack_send = ack_send;
+    t->send = modes_send;
+    t->recv = modes_recv;
+    t->isend = modes_isend;
+    t->irecv = modes_irecv;
+    t->wait = modes_wait;
+    t->slot_received = modes_slot_received;
+    t->duplex = 1;
+#else
+    (void)stride;
+    (void)ack_offset;
+    (void)ack_send;
+#endif
 }
 
 void tr_rma_init(struct tport *t, int op, int sync, void *send_base,

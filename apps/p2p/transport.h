@@ -60,5 +60,11 @@ void tr_tcp_init(struct tport *t, int poll); /* poll: busy-poll, else blocking *
 void tr_rma_init(struct tport *t, int op, int sync, void *send_base,
                  void *recv_base, size_t len);
 int tr_rma_supported(int sync, char *why, size_t len);
+/* The same, Put with flush, for the modes of modes.c: the window is `slots`
+ * (len bytes: receive slot k at k * stride, an ack slot at ack_offset), and
+ * acks are sent from ack_send. Without MPI-3 RMA it has no isend (setup
+ * fails first: tr_rma_supported). */
+void tr_rma_modes_init(struct tport *t, void *slots, size_t stride, size_t len,
+                       size_t ack_offset, const void *ack_send);
 
 #endif

@@ -395,9 +395,26 @@ class LogGPBase(PeersInJob):
     min_time_ms = variable(float, value=2.0)
     #: the queue depth whose size sweep G is fitted on
     fit_q = variable(int, value=8)
+    #: 'yes': the same modes over MPI one-sided too (Put, passive-target flush), study 002's
+    #: lower layer, in a launch before our own, each parameter set beside as NAME_over_rma
+    one_sided = variable(str, value='yes')
+    #: why the one-sided launch did not run on this stack ('' when it ran), in the report
+    one_sided_not_run = variable(str, value='')
+    #: the parameters set side by side (MPI two-sided over one-sided)
+    COMPARED = ('eel', 'o_s', 'o_r', 'g_q1', 'G_eager', 'G_rndv')
 
     def imb_benchmarks(self):
         return ['Uniband']
+
+    def rma_not_run(self):
+        """Why the one-sided launch does not run on this stack, or None."""
+        if self.one_sided != 'yes':
+            return 'left out (-S one_sided=no)'
+        why = stack_of(self)[1].skip_calls.get('MPI_Win_flush')
+        return f'MPI_Win_flush: {why} (site/stacks.toml skip_calls)' if why else None
+
+    def rma_path(self):
+        return os.path.join(self.stagedir, 'p2p-rma.log')
 
     def imb_sizes(self):
         return [8, 1048576]
@@ -411,6 +428,13 @@ class LogGPBase(PeersInJob):
         # non-blocking calls throughout, as Bell et al. (EEL with the calls o is measured with)
         self.executable_opts = self.p2p_options('Isend-Irecv') + loggp_mode_options(self) + \
             ['--baselines', 'shm']
+        self.one_sided_not_run = self.rma_not_run() or ''
+        if self.rma_not_run() is None:
+            rma = [self.executable, *self.p2p_options('Isend-Irecv'), *loggp_mode_options(self),
+                   '--transport', 'rma', '--rma-op', 'put', '--rma-sync', 'flush',
+                   '--baselines', 'none']
+            self.prerun_cmds.append(baseline_line(self, PeerCompareBase.bounded(
+                self, 'p2p-rma', shell_join(extra_launch(self, 2) + rma) + ' > p2p-rma.log 2>&1')))
 
     @run_before('performance')
     def read_parameters(self):
@@ -441,6 +465,12 @@ class LogGPBase(PeersInJob):
             self.ratios['bw_over_uniband_1MiB'] = deep[1048576]['bandwidth_MBps'] / \
                 uni[1048576]['MBps']
         fig.update({k: ('ours/peer', v) for k, v in self.ratios.items()})
+        if self.rma_not_run() is None and not self.rma_problems():
+            rma, _, _ = loggp_figures(self.rma_path(), 'rma', self.fit_q)
+            fig.update({f'rma_{k}': v for k, v in rma.items()})
+            for k in self.COMPARED:
+                if rma[k][1] > 0 and fig[k][1] > 0:
+                    fig[f'{k}_over_rma'] = ('ratio', fig[k][1] / rma[k][1])
         self.figures = fig
         set_perf_variables(self, {k: (u, sn.defer(v)) for k, (u, v) in fig.items()})
 
@@ -449,9 +479,20 @@ class LogGPBase(PeersInJob):
         positive, the peers' ratios where asserted."""
         # o_s, o_r <= EEL is reported, not asserted: LAM 7.1 broke it beyond noise in one of
         # the runs of 2026-11-29 (docs/loggp.md, "Not asserted")
-        out = self.common_problems(['P2P', 'P2P-FLOOD', 'P2P-OVERLAP']) or \
-            parameter_problems(self)
+        out = self.common_problems(['P2P', 'P2P-FLOOD', 'P2P-OVERLAP']) + self.rma_problems()
+        out = out or parameter_problems(self)
         return out or self.peer_problems(self.ratios)
+
+    def rma_problems(self):
+        """The one-sided launch, where it ran, as our own: it ended, every payload checked,
+        every mode supported, ranks placed as asked."""
+        if self.rma_not_run() is not None:
+            return []
+        path = self.rma_path()
+        if not os.path.exists(path) or not records(path, 'P2P-END'):
+            return [f'rma: the one-sided launch did not end (see {os.path.basename(path)})']
+        return [f'rma: {p}' for p in launch_problems(
+            path, ['P2P', 'P2P-FLOOD', 'P2P-OVERLAP'], stack_of(self)[1].self_bind)]
 
 
 class StreamsBase(PeersInJob):

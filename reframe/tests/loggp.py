@@ -14,6 +14,10 @@ LogGP, one job per MPI stack, two ranks on one host, two-sided MPI, non-blocking
 - G_eager, G_rndv (ns/B = ns per byte): the flood's time per message over 1 KiB..1 MiB at
   q = fit_q, two straight lines with the split found in the data (least squares over every
   split); eager_last (bytes) the last size of the first range; crossover (bytes) = g / G.
+- The one-sided layer (study 002's "lower layer"), in a launch before ours: the same modes over
+  MPI_Put with passive-target flush (rma_NAME), each of eel, o_s, o_r, g_q1, G_eager, G_rndv
+  also as two-sided over one-sided (NAME_over_rma); not run where the stack cannot flush
+  (site/stacks.toml skip_calls; the reason is the test's one_sided_not_run).
 - Peers in the same job, where the stack has them (site/stacks.toml `peers`): NetPIPE at 8 B
   (eel_over_netpipe: our blocking least sample over NetPIPE's least trial) and IMB-MPI1 Uniband
   (window 64) against the flood at q = 64: message rate at 8 B, bandwidth at 1 MiB.
@@ -24,7 +28,8 @@ bytes/s) at 64 KiB and 1 MiB; unidir and bidir against IMB's Uniband and Biband.
 Asserted (hold on any machine), each "within noise" (the inter-quartile ranges of the samples
 apart, testbed.loggp.above_within_noise): G_eager, G_rndv > 0; at every size stream and unidir
 <= memcpy on one core (a message is at least one copy, made by one core) and bidir aggregate <=
-2 x memcpy; every payload checked, every mode supported, ranks placed as asked. Reported, not
+2 x memcpy; every payload checked, every mode supported, ranks placed as asked, in both launches
+where the one-sided one runs. Reported, not
 asserted, as libraries break them: o_s, o_r <= EEL (LAM 7.1), g at q=64 <= g at q=1 (LAM 7.1)
 and bidir aggregate >= unidir (LAM 7.1, Open MPI 5: bidir_over_unidir); and the peers' ratios
 (-S assert_peers=yes asserts them within 1.1; docs/loggp.md: why not by default).
