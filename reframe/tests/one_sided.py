@@ -14,8 +14,8 @@ per-sample ratios). Reported, not asserted: no reference has been measured for t
 every size of both ops and of Send-Recv was measured and checked.
 
 The passive-target sync (flush, MPI-3) is skipped, with the reason, where it cannot run: LAM 7.1
-has MPI-2 one-sided only (no lock_all/flush); on mpich-4.0 (4.0.2 over UCX) both ranks waited for
-the notification forever (docs/one-sided.md). LAM runs fence and pscw.
+has MPI-2 one-sided only (no lock_all/flush), which its skip_calls in site/stacks.toml says.
+LAM runs fence and pscw.
 """
 import os
 
