@@ -140,10 +140,17 @@ static int rma_setup(struct tport *t, long maxsize, char *err, size_t len)
     MPI_Comm_dup(MPI_COMM_WORLD, &s->comm);
     MPI_Comm_rank(s->comm, &s->me);
     s->peer = 1 - s->me;
+    /* A library without one-sided on this path fails MPI_Win_create (Open MPI 4.1
+     * between nodes over TCP): said as a transport that cannot run, not an abort. */
+    MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
     void *base = s->op == RMA_PUT ? s->recv_base : s->send_base;
-    if (MPI_Win_create(base, (MPI_Aint)s->len, 1, MPI_INFO_NULL, s->comm,
-                       &s->win) != MPI_SUCCESS) {
-        snprintf(err, len, "MPI_Win_create over %zu bytes failed", s->len);
+    int rc = MPI_Win_create(base, (MPI_Aint)s->len, 1, MPI_INFO_NULL, s->comm, &s->win);
+    if (rc != MPI_SUCCESS) {
+        char why[MPI_MAX_ERROR_STRING];
+        int n = 0;
+        MPI_Error_string(rc, why, &n);
+        snprintf(err, len, "MPI_Win_create over %zu bytes failed: %.*s", s->len, n, why);
+        MPI_Comm_free(&s->comm);
         return -1;
     }
     MPI_Comm_group(s->comm, &all);

@@ -241,6 +241,21 @@ def parameter_problems(test):
             for key in ('G_eager', 'G_rndv') if not test.fit[key] > 0]
 
 
+def rma_cannot_run(*paths):
+    """Why p2p said MPI one-sided cannot run in a launch (its 'transport rma cannot run'
+    line: a library without one-sided on the path, e.g. Open MPI 4.1 between nodes over TCP,
+    fails MPI_Win_create), or None."""
+    for path in paths:
+        try:
+            with open(path, errors='replace') as fh:
+                for line in fh:
+                    if line.startswith('p2p: transport rma cannot run: '):
+                        return line.split(': ', 2)[2].strip()
+        except OSError:
+            pass
+    return None
+
+
 def kib(size):
     return f'{size // 1048576}MiB' if size >= 1048576 else f'{size // 1024}KiB'
 
@@ -465,7 +480,10 @@ class LogGPBase(PeersInJob):
             self.ratios['bw_over_uniband_1MiB'] = deep[1048576]['bandwidth_MBps'] / \
                 uni[1048576]['MBps']
         fig.update({k: ('ours/peer', v) for k, v in self.ratios.items()})
-        if self.rma_not_run() is None and not self.rma_problems():
+        cannot = rma_cannot_run(self.rma_path()) if self.rma_not_run() is None else None
+        if cannot:
+            self.one_sided_not_run = f'the library cannot: {cannot}'
+        elif self.rma_not_run() is None and not self.rma_problems():
             rma, _, _ = loggp_figures(self.rma_path(), 'rma', self.fit_q)
             fig.update({f'rma_{k}': v for k, v in rma.items()})
             for k in self.COMPARED:
@@ -486,7 +504,7 @@ class LogGPBase(PeersInJob):
     def rma_problems(self):
         """The one-sided launch, where it ran, as our own: it ended, every payload checked,
         every mode supported, ranks placed as asked."""
-        if self.rma_not_run() is not None:
+        if self.rma_not_run() is not None or rma_cannot_run(self.rma_path()):
             return []
         path = self.rma_path()
         if not os.path.exists(path) or not records(path, 'P2P-END'):
@@ -582,9 +600,10 @@ class StreamsBase(PeersInJob):
 
 class LogGPNodesBase(StackLaunch, rfm.RunOnlyRegressionTest):
     """LogGP between two nodes, one rank on each: the same launch of p2p --mode loggp over
-    MPI two-sided (the job's own launch) and over raw TCP between the same two hosts (the
-    layer MPI runs on there; a launch just before it, a baseline of the job), each parameter of
-    the two set side by side as MPI over TCP. Study 002 set MPI beside the lower layer it ran
+    MPI two-sided (the job's own launch), over raw TCP between the same two hosts (the layer
+    MPI runs on there) and over MPI one-sided (Put with flush, where the stack can flush),
+    each a launch just before it, a baseline of the job; each parameter set side by side as
+    MPI over TCP and MPI two-sided over one-sided. Study 002 set MPI beside the lower layer it ran
     on; between nodes here that layer is the kernel's TCP. TCP busy-polls (tcp_poll), as the
     MPI libraries do: with blocking sockets the kernel's wake-up, not the layer, set its
     latency (docs/loggp.md)."""
@@ -598,10 +617,13 @@ class LogGPNodesBase(StackLaunch, rfm.RunOnlyRegressionTest):
     quick = variable(str, value='no')
     #: the parameters set side by side (MPI over TCP)
     COMPARED = ('eel', 'o_s', 'o_r', 'g_q1', 'G_eager', 'G_rndv')
+    #: why the one-sided launch did not run or said it cannot ('' when it ran), in the report
+    one_sided_not_run = variable(str, value='')
 
     def options(self, transport):
+        rma = ['--rma-op', 'put', '--rma-sync', 'flush'] if transport == 'rma' else []
         opts = pair_options(self, 'Isend-Irecv') + loggp_mode_options(self) + \
-            ['--transport', transport, '--baselines', 'none']
+            ['--transport', transport, *rma, '--baselines', 'none']
         networks = self.current_partition.extras.get('tcp_networks')
         if networks:        # the addresses raw TCP may use: the site's own (as P2PMatrix's)
             opts += ['--tcp-networks', ','.join(networks)]
@@ -611,25 +633,52 @@ class LogGPNodesBase(StackLaunch, rfm.RunOnlyRegressionTest):
     def set_command(self):
         self.executable = self.build.executable_path
         self.executable_opts = self.options('mpi')
-        tcp = shell_join(extra_launch(self, 2, over_the_nodes=True) +
-                         [self.executable, *self.options('tcp_poll')])
-        self.prerun_cmds.append(baseline_line(self, f'{tcp} > tcp.out 2> tcp.err'))
+        for name, transport in self.lower_layers().items():
+            line = shell_join(extra_launch(self, 2, over_the_nodes=True) +
+                              [self.executable, *self.options(transport)])
+            self.prerun_cmds.append(baseline_line(self, f'{line} > {name}.out 2> {name}.err'))
+
+    def lower_layers(self):
+        """The launches beside MPI two-sided's: raw TCP, and MPI one-sided where the stack can
+        flush (not where its skip_calls in site/stacks.toml names MPI_Win_flush)."""
+        out = {'tcp': 'tcp_poll'}
+        why = stack_of(self)[1].skip_calls.get('MPI_Win_flush')
+        if why:
+            self.one_sided_not_run = f'MPI_Win_flush: {why} (site/stacks.toml skip_calls)'
+        else:
+            out['rma'] = 'rma'
+        return out
+
+    def ran_layers(self):
+        """lower_layers less a one-sided launch that said the library cannot run it (the
+        reason goes to one_sided_not_run: reported, not failed)."""
+        out = self.lower_layers()
+        if 'rma' in out:
+            cannot = rma_cannot_run(*(os.path.join(self.stagedir, f'rma.{x}')
+                                      for x in ('err', 'out')))
+            if cannot:
+                self.one_sided_not_run = f'the library cannot: {cannot}'
+                del out['rma']
+        return out
 
     def paths(self):
-        return {'mpi': os.path.join(self.stagedir, self.stdout.evaluate()),
-                'tcp': os.path.join(self.stagedir, 'tcp.out')}
+        out = {'mpi': os.path.join(self.stagedir, self.stdout.evaluate())}
+        out.update({name: os.path.join(self.stagedir, f'{name}.out')
+                    for name in self.ran_layers()})
+        return out
 
     @run_before('performance')
     def read_parameters(self):
         """Each transport's parameters (TCP's named tcp_NAME) and MPI over TCP for COMPARED."""
         paths = self.paths()
         mpi, self.fit, _ = loggp_figures(paths['mpi'], 'mpi', self.fit_q)
-        tcp, _, _ = loggp_figures(paths['tcp'], 'tcp_poll', self.fit_q)
         fig = dict(mpi)
-        fig.update({f'tcp_{k}': v for k, v in tcp.items()})
-        for k in self.COMPARED:
-            if tcp[k][1] > 0 and mpi[k][1] > 0:
-                fig[f'{k}_over_tcp'] = ('ratio', mpi[k][1] / tcp[k][1])
+        for name, transport in self.ran_layers().items():
+            lower, _, _ = loggp_figures(paths[name], transport, self.fit_q)
+            fig.update({f'{name}_{k}': v for k, v in lower.items()})
+            for k in self.COMPARED:
+                if lower[k][1] > 0 and mpi[k][1] > 0:
+                    fig[f'{k}_over_{name}'] = ('ratio', mpi[k][1] / lower[k][1])
         self.figures = fig
         set_perf_variables(self, {k: (u, sn.defer(v)) for k, (u, v) in fig.items()})
 
@@ -643,7 +692,7 @@ class LogGPNodesBase(StackLaunch, rfm.RunOnlyRegressionTest):
         for transport, path in self.paths().items():
             if not os.path.exists(path):
                 out.append(f'{os.path.basename(path)}: missing: the {transport} launch did not '
-                           f'run (see tcp.err)')
+                           f'run (see {transport}.err)')
                 continue
             out += [f'{transport}: {p}' for p in launch_problems(
                 path, ['P2P', 'P2P-FLOOD', 'P2P-OVERLAP'], self_bind, one_per_node=True)]

@@ -161,3 +161,15 @@ def test_loggp_figures_read_one_transport_of_a_launch(tmp_path):
     assert fit['eager_last_bytes'] == 65536 and fit['G_eager'] > fit['G_rndv'] > 0
     with pytest.raises(LogGPError, match='no 8-byte tcp ping-pong'):
         loggp_figures(str(tmp_path / 'tcp.out'), 'tcp', fit_q=8)
+
+
+def test_rma_cannot_run_reads_the_reason_and_nothing_else(tmp_path):
+    from testbed.loggp import rma_cannot_run
+    said = tmp_path / 'rma.err'
+    said.write_text('noise\np2p: transport rma cannot run: MPI_Win_create over 8 bytes '
+                    'failed: MPI_ERR_WIN: invalid window\n')
+    quiet = tmp_path / 'rma.out'
+    quiet.write_text('P2P-RUN {}\np2p: transport mpi cannot run: other\n')
+    assert rma_cannot_run(str(quiet), str(said)) == \
+        'MPI_Win_create over 8 bytes failed: MPI_ERR_WIN: invalid window'
+    assert rma_cannot_run(str(quiet), str(tmp_path / 'absent')) is None

@@ -15,7 +15,7 @@ import pytest
 
 from testbed import registry
 from testbed.launch import drop_privileges
-from testbed.loggp import loggp_figures, loggp_sizes
+from testbed.loggp import loggp_figures, loggp_sizes, rma_cannot_run
 
 REPO = registry.REPO
 STACK = 'openmpi-4.1'
@@ -108,3 +108,20 @@ def test_two_sided_bidirectional_window_still_checks_every_message(p2p):
         # both ranks receive: each checks its 4 slots in every sample (calibration's too)
         assert r['checked_messages'] >= 2 * 4 * r['samples'], r
 
+
+
+def test_a_library_without_one_sided_is_one_line_not_an_abort(p2p, tmp_path):
+    """Open MPI 4.1 between nodes over TCP has no one-sided component and fails MPI_Win_create;
+    here Open MPI's own selection leaves none on one host. p2p says so in one line, which
+    LogGP and LogGPNodes read as not run (rma_cannot_run), and exits 2."""
+    reg = registry.load()
+    cmd = drop_privileges(reg) + ['env', 'OMPI_MCA_osc=^sm,pt2pt,rdma,ucx'] + \
+        reg.stacks[STACK].launch_command(2) + [str(p2p / 'apps' / 'p2p' / 'p2p'), *RMA,
+                                               '--mode', 'loggp', *QUICK]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=p2p)
+    assert proc.returncode == 2, proc.stderr[-800:]
+    assert 'MPI_ERRORS_ARE_FATAL' not in proc.stderr
+    log = tmp_path / 'p2p-rma.log'
+    log.write_text(proc.stdout + proc.stderr)
+    why = rma_cannot_run(str(tmp_path / 'absent.err'), str(log))
+    assert why and why.startswith('MPI_Win_create over') and 'failed' in why
