@@ -4,8 +4,9 @@
  * The driver (launch_times.py) reads CLOCK_REALTIME just before it starts
  * the launcher and passes it as --launch-epoch-ns.  Every rank reads the same
  * clock right after MPI_Init returns; then every rank but 0 sends one int to
- * rank 0, which receives them with MPI_ANY_SOURCE (the thesis's experiment)
- * and reads the clock when the last one has arrived.  All times are seconds
+ * rank 0, which receives them with MPI_ANY_SOURCE (the thesis's experiment;
+ * --recv ordered: from rank 1, 2, ... in turn) and reads the clock when the
+ * last one has arrived: the same instant either way, the last arrival.  All times are seconds
  * since the launch.  MPI-1 calls only, so that it builds on LAM 7.1.4.
  * The hang watchdog (tb_watchdog.h) starts before MPI_Init, so that a launch
  * whose MPI_Init never returns names it (its cost: apps/startup/README.md).
@@ -28,6 +29,8 @@ static const char usage[] =
     "  --launch-epoch-ns N  CLOCK_REALTIME in nanoseconds since the epoch, read\n"
     "                       just before the launcher was started (required;\n"
     "                       by hand: --launch-epoch-ns $(date +%s%N))\n"
+    "  --recv any|ordered   rank 0 takes the messages from MPI_ANY_SOURCE (the\n"
+    "                       default, the thesis's) or from each rank in turn\n"
     "  --help               this text\n"
     "Rank 0 prints one line: STARTUP {\"ranks\":n,\"init_s_max\":..,\"init_s_min\":..,\n"
     "  \"first_message_s\":..,\"nodes\":..,\"library_version\":\"..\"} (seconds since\n"
@@ -58,12 +61,23 @@ int main(int argc, char **argv)
 {
     /* Parse before MPI_Init so that a bad command line never starts MPI. */
     int64_t launch_ns = 0;
+    int ordered = 0; /* --recv ordered */
     int status = -1; /* -1: run; otherwise exit with it */
     for (int i = 1; i < argc && status < 0; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             if (maybe_rank0())
                 fputs(usage, stdout);
             status = 0;
+        } else if (strcmp(argv[i], "--recv") == 0) {
+            const char *val = i + 1 < argc ? argv[++i] : "";
+            if (strcmp(val, "any") == 0 || strcmp(val, "ordered") == 0) {
+                ordered = strcmp(val, "ordered") == 0;
+            } else {
+                if (maybe_rank0())
+                    fprintf(stderr, "startup: invalid value for --recv: '%s' (expected any or"
+                            " ordered)\n", val);
+                status = 2;
+            }
         } else if (strcmp(argv[i], "--launch-epoch-ns") == 0) {
             const char *val = i + 1 < argc ? argv[++i] : "";
             char *end = NULL;
@@ -113,7 +127,8 @@ int main(int argc, char **argv)
         MPI_Send(&hello, 1, MPI_INT, 0, TAG_HELLO, MPI_COMM_WORLD);
     } else {
         for (int i = 1; i < size; i++)
-            MPI_Recv(&hello, 1, MPI_INT, MPI_ANY_SOURCE, TAG_HELLO, MPI_COMM_WORLD, &st);
+            MPI_Recv(&hello, 1, MPI_INT, ordered ? i : MPI_ANY_SOURCE, TAG_HELLO,
+                     MPI_COMM_WORLD, &st);
         first_ns = now_ns(); /* the last rank's message is in */
     }
 

@@ -421,7 +421,7 @@ class ThesisStartupBase(rfm.RunOnlyRegressionTest):
         if self.path == 'daemons':
             self.executable_opts += ['--boot', shlex.quote(shlex.join(stack.boot)),
                                      '--halt', shlex.quote(shlex.join(stack.halt))]
-        self.executable_opts += ['--', self.build.executable_path]
+        self.executable_opts += ['--', self.build.executable_path, '--recv', self.recv]
         self.keep_files = getattr(self, 'keep_files', []) + ['startup.json']
 
     def data(self):

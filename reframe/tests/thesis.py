@@ -112,6 +112,10 @@ class ThesisStartup(ThesisStartupBase):
     path = parameter(['rsh', 'daemons'])
     np_list = variable(typ.List[int], value=STARTUP_NP)
     repeats = variable(int, value=5)
+    #: how rank 0 takes the messages: 'ordered' (from rank 1, 2, ... in turn) or 'any'
+    #: (MPI_ANY_SOURCE, the thesis's, on which mpich-5.0 hangs in the rsh path: docs/thesis.md);
+    #: the figure is the last arrival either way
+    recv = variable(str, value='ordered')
     stack_name = variable(str, value='')
     library_version = variable(str, value='unknown')
     valid_systems = ['*']
