@@ -26,8 +26,9 @@ references:       ## make references on this machine from RUNS (3) quick passes,
 	elif [ -n "$(SESSIONS)" ]; then TESTBED_REFERENCE_KIND=$(or $(KIND),all) bash ci/references.sh --sessions $(SESSIONS); \
 	else bash ci/references.sh $(or $(RUNS),3) $(or $(KIND),absolute); fi
 
-studies:          ## the four studies beside the originals: their ReFrame cases (QUICK=1 the short variant, CLUSTER=0 without the cluster, REPORTS= no runs), then reframe/reports/studies/<id>.md; exit 1 when an asserted direction fails
+studies:          ## the four studies beside the originals: their ReFrame cases (QUICK=1 the short variant, STACKS=a,b some stacks, CLUSTER=0 without the cluster, REPORTS= no runs), then reframe/reports/studies/<id>.md; exit 1 when an asserted direction fails
 	$(if $(REPORTS),TESTBED_STUDIES_REPORTS="$(REPORTS)") $(if $(filter 0,$(CLUSTER)),TESTBED_STUDIES_CLUSTER=0) \
+	$(if $(STACKS),TESTBED_STACKS="$(STACKS)" TESTBED_CLUSTER_STACKS="$(STACKS)") \
 	bash ci/studies.sh $(if $(QUICK),quick,full)
 
 summary:          ## print the summary table of the last full run again

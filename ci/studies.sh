@@ -12,6 +12,8 @@
 #                         5 samples a size, the tests' own short variants (-S ...quick=yes, fewer
 #                         np, N, repeats, the smallest lattice), then ci/cluster.sh quick for
 #                         mpich-4.0 (TESTBED_CLUSTER_STACKS), 10gige at MTU 9000 included.
+# TESTBED_STACKS (make studies STACKS=a,b) runs those stacks instead (in place of the quick
+# profile's compared stacks), on the cluster too (TESTBED_CLUSTER_STACKS).
 # Tests are picked by class name: one that no file of reframe/tests defines (yet) is named here,
 # "not run: no such test", and left out of the selection, and the studies' pages say the same.
 # TESTBED_STUDIES_CLUSTER=0 leaves the cluster out; TESTBED_STUDIES_REPORTS="a.json b.json"
@@ -77,7 +79,8 @@ else
         fi
     done
     stacks=()
-    [ "$profile" = quick ] && stacks=(-p '^(mpich-4_0|mpich-4_0-ch3sock|lam-7_1|pvm-3_4)$')
+    [ "$profile" = quick ] && [ -z "${TESTBED_STACKS:-}" ] &&
+        stacks=(-p '^(mpich-4_0|mpich-4_0-ch3sock|lam-7_1|pvm-3_4)$')
     . "$repo/ci/session_tags.sh"
     export TESTBED_RUN_ID="${TESTBED_RUN_ID:-studies-$(date +%Y%m%d-%H%M%S)-$$}"
     local_report="$repo/reframe/reports/studies-$profile.json"
