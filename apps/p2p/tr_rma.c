@@ -69,7 +69,6 @@ struct rma_state {
     long seen[2];         /* what this rank has waited for so far */
 #endif
     /* the modes (tr_rma_modes_init): the window is their receive slots */
-    int modes;
     size_t stride;        /* between receive slots */
     MPI_Aint ack_disp;    /* where an ack lands in the partner's window */
     const void *ack_send; /* the buffer acks are sent from */
@@ -388,7 +387,6 @@ void tr_rma_modes_init(struct tport *t, void *slots, size_t stride, size_t len,
 {
     tr_rma_init(t, RMA_PUT, RMA_FLUSH, NULL, slots, len);
 #if HAVE_MPI3_RMA
-    st.modes = 1;
     st.stride = stride;
     st.ack_disp = (MPI_Aint)ack_offset;
     st.ack_send = ack_send;

@@ -256,6 +256,26 @@ def rma_cannot_run(*paths):
     return None
 
 
+#: the parameters set side by side with a lower layer's (MPI over TCP, two-sided over one-sided)
+COMPARED = ('eel', 'o_s', 'o_r', 'g_q1', 'G_eager', 'G_rndv')
+
+
+def flush_skipped(test):
+    """Why the test's stack must not be asked for MPI_Win_flush (its skip_calls in
+    site/stacks.toml), as the report says it, or None."""
+    why = stack_of(test)[1].skip_calls.get('MPI_Win_flush')
+    return f'MPI_Win_flush: {why} (site/stacks.toml skip_calls)' if why else None
+
+
+def beside(fig, name, lower):
+    """`lower`'s figures into `fig` as NAME_x, and each of COMPARED as fig's over lower's
+    (x_over_NAME) where both are positive."""
+    fig.update({f'{name}_{k}': v for k, v in lower.items()})
+    for k in COMPARED:
+        if lower[k][1] > 0 and fig[k][1] > 0:
+            fig[f'{k}_over_{name}'] = ('ratio', fig[k][1] / lower[k][1])
+
+
 def kib(size):
     return f'{size // 1048576}MiB' if size >= 1048576 else f'{size // 1024}KiB'
 
@@ -415,8 +435,6 @@ class LogGPBase(PeersInJob):
     one_sided = variable(str, value='yes')
     #: why the one-sided launch did not run on this stack ('' when it ran), in the report
     one_sided_not_run = variable(str, value='')
-    #: the parameters set side by side (MPI two-sided over one-sided)
-    COMPARED = ('eel', 'o_s', 'o_r', 'g_q1', 'G_eager', 'G_rndv')
 
     def imb_benchmarks(self):
         return ['Uniband']
@@ -425,8 +443,7 @@ class LogGPBase(PeersInJob):
         """Why the one-sided launch does not run on this stack, or None."""
         if self.one_sided != 'yes':
             return 'left out (-S one_sided=no)'
-        why = stack_of(self)[1].skip_calls.get('MPI_Win_flush')
-        return f'MPI_Win_flush: {why} (site/stacks.toml skip_calls)' if why else None
+        return flush_skipped(self)
 
     def rma_path(self):
         return os.path.join(self.stagedir, 'p2p-rma.log')
@@ -484,11 +501,7 @@ class LogGPBase(PeersInJob):
         if cannot:
             self.one_sided_not_run = f'the library cannot: {cannot}'
         elif self.rma_not_run() is None and not self.rma_problems():
-            rma, _, _ = loggp_figures(self.rma_path(), 'rma', self.fit_q)
-            fig.update({f'rma_{k}': v for k, v in rma.items()})
-            for k in self.COMPARED:
-                if rma[k][1] > 0 and fig[k][1] > 0:
-                    fig[f'{k}_over_rma'] = ('ratio', fig[k][1] / rma[k][1])
+            beside(fig, 'rma', loggp_figures(self.rma_path(), 'rma', self.fit_q)[0])
         self.figures = fig
         set_perf_variables(self, {k: (u, sn.defer(v)) for k, (u, v) in fig.items()})
 
@@ -615,8 +628,6 @@ class LogGPNodesBase(StackLaunch, rfm.RunOnlyRegressionTest):
     fit_q = variable(int, value=8)
     #: 'yes': the short variant (fewer sizes, depths and samples), as LogGP's
     quick = variable(str, value='no')
-    #: the parameters set side by side (MPI over TCP)
-    COMPARED = ('eel', 'o_s', 'o_r', 'g_q1', 'G_eager', 'G_rndv')
     #: why the one-sided launch did not run or said it cannot ('' when it ran), in the report
     one_sided_not_run = variable(str, value='')
 
@@ -633,6 +644,7 @@ class LogGPNodesBase(StackLaunch, rfm.RunOnlyRegressionTest):
     def set_command(self):
         self.executable = self.build.executable_path
         self.executable_opts = self.options('mpi')
+        self.one_sided_not_run = flush_skipped(self) or ''
         for name, transport in self.lower_layers().items():
             line = shell_join(extra_launch(self, 2, over_the_nodes=True) +
                               [self.executable, *self.options(transport)])
@@ -641,13 +653,7 @@ class LogGPNodesBase(StackLaunch, rfm.RunOnlyRegressionTest):
     def lower_layers(self):
         """The launches beside MPI two-sided's: raw TCP, and MPI one-sided where the stack can
         flush (not where its skip_calls in site/stacks.toml names MPI_Win_flush)."""
-        out = {'tcp': 'tcp_poll'}
-        why = stack_of(self)[1].skip_calls.get('MPI_Win_flush')
-        if why:
-            self.one_sided_not_run = f'MPI_Win_flush: {why} (site/stacks.toml skip_calls)'
-        else:
-            out['rma'] = 'rma'
-        return out
+        return {'tcp': 'tcp_poll'} if flush_skipped(self) else {'tcp': 'tcp_poll', 'rma': 'rma'}
 
     def ran_layers(self):
         """lower_layers less a one-sided launch that said the library cannot run it (the
@@ -669,16 +675,13 @@ class LogGPNodesBase(StackLaunch, rfm.RunOnlyRegressionTest):
 
     @run_before('performance')
     def read_parameters(self):
-        """Each transport's parameters (TCP's named tcp_NAME) and MPI over TCP for COMPARED."""
+        """Each transport's parameters (TCP's named tcp_NAME) and MPI over each lower layer for
+        COMPARED."""
         paths = self.paths()
         mpi, self.fit, _ = loggp_figures(paths['mpi'], 'mpi', self.fit_q)
         fig = dict(mpi)
         for name, transport in self.ran_layers().items():
-            lower, _, _ = loggp_figures(paths[name], transport, self.fit_q)
-            fig.update({f'{name}_{k}': v for k, v in lower.items()})
-            for k in self.COMPARED:
-                if lower[k][1] > 0 and mpi[k][1] > 0:
-                    fig[f'{k}_over_{name}'] = ('ratio', mpi[k][1] / lower[k][1])
+            beside(fig, name, loggp_figures(paths[name], transport, self.fit_q)[0])
         self.figures = fig
         set_perf_variables(self, {k: (u, sn.defer(v)) for k, (u, v) in fig.items()})
 
