@@ -3,32 +3,22 @@ over UCX's TCP transport sometimes does) leaves after the limit with exit status
 FINALIZE-HUNG, with every record already out. A preloaded MPI_Finalize that never returns
 stands in for the library's hang (the set-up must have run)."""
 import os
-import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
+from apps_copy import apps_copy, build, open_to_job
 
 from testbed import registry
 from testbed.launch import drop_privileges
 
-REPO = registry.REPO
 HANG = 'int MPI_Finalize(void) { for (;;) pause(); return 0; }\n'
 
 
 @pytest.fixture(scope='module')
 def built():
-    path = Path(tempfile.mkdtemp(prefix='testbed-finalize-', dir='/var/tmp'))
-    shutil.copytree(REPO / 'apps', path / 'apps')
-    (path / 'hang.c').write_text('#include <unistd.h>\n' + HANG)
-    subprocess.run(['gcc', '-shared', '-fPIC', '-o', str(path / 'hang.so'), str(path / 'hang.c')],
-                   check=True, capture_output=True)
-    subprocess.run(['make', '-s', '-C', str(path / 'apps' / 'p2p'), 'CC=mpicc.mpich'],
-                   check=True, capture_output=True)
-    subprocess.run(['chmod', '-R', 'a+rX', str(path)], check=True)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with apps_copy('finalize', [('p2p', 'CC=mpicc.mpich')],
+                   {'hang': '#include <unistd.h>\n' + HANG}) as path:
+        yield path
 
 
 def test_a_hung_finalize_ends_after_the_limit(built):
@@ -63,9 +53,8 @@ def test_su3_keeps_its_records_when_its_finalize_hangs(built):
     """su3_rmd (xhpl has the same header) leaves a hung finalize at the limit with its
     SU3-END record out, which is what lets its test keep the figures
     (StackLaunch.exit_status_after)."""
-    subprocess.run(['make', '-s', '-C', str(built / 'apps' / 'su3_rmd'), 'CC=mpicc.mpich'],
-                   check=True, capture_output=True)
-    subprocess.run(['chmod', '-R', 'a+rX', str(built)], check=True)
+    build(built, 'su3_rmd', 'CC=mpicc.mpich')
+    open_to_job(built)
     reg = registry.load()
     cmd = drop_privileges(reg) + reg.stacks['mpich-4.0'].launch_command(2) + [
         str(built / 'apps' / 'su3_rmd' / 'su3_rmd'), '--lattice', '4x4x4x4',

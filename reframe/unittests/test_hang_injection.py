@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from apps_copy import apps_copy
 
 from testbed import procs, registry
 from testbed.launch import drop_privileges
@@ -24,16 +25,9 @@ REPO = registry.REPO
 def built():
     """The shim, p2p and su3_rmd for mpich-4.0 in a copy under /var/tmp that the job account
     can read (the checkout stays clean)."""
-    path = Path(tempfile.mkdtemp(prefix='testbed-hang-', dir='/var/tmp'))
-    shutil.copytree(REPO / 'apps', path / 'apps')
-    subprocess.run(['make', '-s', '-C', str(path / 'apps' / 'slowdown'), f'OUT={path}'],
-                   check=True, capture_output=True)
-    for app in ('p2p', 'su3_rmd'):
-        subprocess.run(['make', '-s', '-B', '-C', str(path / 'apps' / app), 'CC=mpicc.mpich'],
-                       check=True, capture_output=True)
-    subprocess.run(['chmod', '-R', 'a+rX', str(path)], check=True)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with apps_copy('hang', [('slowdown', 'OUT={dir}'), ('p2p', '-B', 'CC=mpicc.mpich'),
+                            ('su3_rmd', '-B', 'CC=mpicc.mpich')]) as path:
+        yield path
 
 
 def launch(built, program, args, ntasks=2, stack='mpich-4.0', **env):

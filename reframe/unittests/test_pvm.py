@@ -8,16 +8,14 @@ import pwd
 import re
 import shutil
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
+from apps_copy import apps_copy
 
 from testbed import registry
 from testbed.launch import drop_privileges
 
-REPO = registry.REPO
 pytestmark = pytest.mark.skipif(not shutil.which('pvmd'), reason='PVM not installed (make setup)')
 
 
@@ -33,13 +31,8 @@ def pvm_processes(uid):
 
 @pytest.fixture(scope='module')
 def built():
-    path = Path(tempfile.mkdtemp(prefix='testbed-pvm-', dir='/var/tmp'))
-    shutil.copytree(REPO / 'apps', path / 'apps')
-    subprocess.run(['make', '-s', '-B', '-C', str(path / 'apps' / 'p2p'), 'p2p-pvm'],
-                   check=True, capture_output=True)
-    subprocess.run(['chmod', '-R', 'a+rX', str(path)], check=True)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with apps_copy('pvm', [('p2p', '-B', 'p2p-pvm')]) as path:
+        yield path
 
 
 @pytest.fixture

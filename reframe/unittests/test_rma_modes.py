@@ -6,46 +6,36 @@ MPI-3 RMA) on two ranks, and MPICH 4.0 for the modes themselves (where flush hun
 notification counters were in static data: docs/one-sided.md); the set-up must have run. Tiny
 sizes: a few seconds a launch."""
 import json
-import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
+from apps_copy import apps_copy
 
 from testbed import registry
 from testbed.launch import drop_privileges
 from testbed.loggp import loggp_figures, loggp_sizes, rma_cannot_run
 
-REPO = registry.REPO
 STACK = 'openmpi-4.1'
 QUICK = ['--sizes', '8,4096', '--queue-depths', '1,4', '--window', '4', '--samples', '3',
          '--min-time-ms', '0.2', '--stack', STACK]
 RMA = ['--transport', 'rma', '--rma-op', 'put', '--rma-sync', 'flush', '--baselines', 'none']
 
 
-def build(stack):
-    path = Path(tempfile.mkdtemp(prefix='testbed-rma-modes-', dir='/var/tmp'))
-    shutil.copytree(REPO / 'apps', path / 'apps')
+def p2p_of(stack):
     cc = registry.load().stacks[stack].compiler
-    subprocess.run(['make', '-s', '-C', str(path / 'apps' / 'p2p'), f'CC={cc}'], check=True,
-                   capture_output=True)
-    subprocess.run(['chmod', '-R', 'a+rwX', str(path)], check=True)
-    return path
+    return apps_copy('rma-modes', [('p2p', f'CC={cc}')], writable=True)
 
 
 @pytest.fixture(scope='module')
 def p2p():
-    path = build(STACK)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with p2p_of(STACK) as path:
+        yield path
 
 
 @pytest.fixture(scope='module')
 def p2p_mpich():
-    path = build('mpich-4.0')
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with p2p_of('mpich-4.0') as path:
+        yield path
 
 
 def launch(p2p, *words, stack=STACK):
@@ -61,7 +51,8 @@ def recs(text, tag):
 
 
 @pytest.mark.parametrize('stack', [STACK, 'mpich-4.0'])
-def test_every_mode_runs_over_one_sided_with_every_payload_checked(stack, p2p, p2p_mpich):
+def test_every_mode_runs_over_one_sided_with_every_payload_checked(stack, p2p, p2p_mpich,
+                                                                   tmp_path):
     # the short LogGP variant's sizes: six from 1 KiB, as many as the fit of G needs
     sizes = ','.join(map(str, loggp_sizes(True)))
     proc = launch(p2p if stack == STACK else p2p_mpich, *RMA, '--mode', 'loggp,streams',
@@ -75,10 +66,9 @@ def test_every_mode_runs_over_one_sided_with_every_payload_checked(stack, p2p, p
     for r in flood + over + streams:
         assert (r['transport'], r['pair'], r['variant']) == ('rma', 'Put', 'flush')
         assert r['checked_messages'] >= r['samples'], r
-    out = Path(tempfile.mkdtemp(prefix='testbed-rma-out-', dir='/var/tmp')) / 'rma.out'
+    out = tmp_path / 'rma.out'
     out.write_text(proc.stdout)
     fig, _, _ = loggp_figures(str(out), 'rma', 4)
-    shutil.rmtree(out.parent, ignore_errors=True)
     assert fig['eel'][1] > 0 and fig['g_q1'][1] > 0
 
 

@@ -3,17 +3,14 @@ MPICH job by its factor, and refuse bad settings naming the variable (the set-up
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
+from apps_copy import apps_copy
 
 from testbed import registry
 from testbed.launch import drop_privileges
 
-REPO = registry.REPO
 SIZES = (8, 1048576)
 
 
@@ -21,15 +18,8 @@ SIZES = (8, 1048576)
 def built():
     """The shim and p2p for mpich-4.0, built in a copy under /var/tmp that the job account
     can read (pytest's tmp_path is private to root; the repository tree stays clean)."""
-    path = Path(tempfile.mkdtemp(prefix='testbed-slowdown-', dir='/var/tmp'))
-    shutil.copytree(REPO / 'apps', path / 'apps')
-    subprocess.run(['make', '-s', '-C', str(path / 'apps' / 'slowdown'), f'OUT={path}'],
-                   check=True, capture_output=True)
-    subprocess.run(['make', '-s', '-C', str(path / 'apps' / 'p2p'), 'CC=mpicc.mpich'],
-                   check=True, capture_output=True)
-    subprocess.run(['chmod', '-R', 'a+rX', str(path)], check=True)
-    yield path / 'libslowdown.so', path / 'apps' / 'p2p' / 'p2p'
-    shutil.rmtree(path, ignore_errors=True)
+    with apps_copy('slowdown', [('slowdown', 'OUT={dir}'), ('p2p', 'CC=mpicc.mpich')]) as path:
+        yield path / 'libslowdown.so', path / 'apps' / 'p2p' / 'p2p'
 
 
 def p2p(built, **env):

@@ -3,37 +3,30 @@ on this machine, through the case's own local agent) on mpich-5.0 at 6 processes
 taking the messages from MPI_ANY_SOURCE hung (docs/thesis.md); taking them from each rank in
 turn brings every one in. A bad value is one line and exit 2. The set-up must have run."""
 import os
-import shutil
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
+from apps_copy import apps_copy, open_to_job
 
 from testbed import registry
 from testbed.launch import drop_privileges
 from testbed.thesis import LOCAL_AGENT, rsh_hosts
 
-REPO = registry.REPO
 STACK = 'mpich-5.0'
 
 
 @pytest.fixture(scope='module')
 def stage():
-    path = Path(tempfile.mkdtemp(prefix='testbed-startup-recv-', dir='/var/tmp'))
-    shutil.copytree(REPO / 'apps', path / 'apps')
     stack = registry.load().stacks[STACK]
-    subprocess.run(['make', '-s', '-C', str(path / 'apps' / 'startup'), f'CC={stack.compiler}'],
-                   check=True, capture_output=True)
-    (path / 'rsh-agent').write_text(LOCAL_AGENT)
-    os.chmod(path / 'rsh-agent', 0o755)
-    (path / 'agent-calls.log').write_text('')
-    (path / 'hosts').write_text(''.join(stack.fallback_hostline.replace('{host}', h) + '\n'
-                                        for h in rsh_hosts(6)))
-    subprocess.run(['chmod', '-R', 'a+rwX', str(path)], check=True)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with apps_copy('startup-recv', [('startup', f'CC={stack.compiler}')]) as path:
+        (path / 'rsh-agent').write_text(LOCAL_AGENT)
+        os.chmod(path / 'rsh-agent', 0o755)
+        (path / 'agent-calls.log').write_text('')
+        (path / 'hosts').write_text(''.join(stack.fallback_hostline.replace('{host}', h) + '\n'
+                                            for h in rsh_hosts(6)))
+        open_to_job(path, writable=True)
+        yield path
 
 
 def launch(stage, np, *words):

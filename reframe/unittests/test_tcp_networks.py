@@ -9,15 +9,13 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
+from apps_copy import apps_copy
 
 from testbed import registry
 from testbed.launch import drop_privileges
 
-REPO = registry.REPO
 ADDR = '203.0.113.1'
 # lo up, and a veth pair holding the one address; `exec "$@"` runs the launch inside
 NETNS = ('ip link set lo up && ip link add tbn0 type veth peer name tbn1 && '
@@ -49,16 +47,8 @@ pytestmark = pytest.mark.skipif(
 def built():
     """p2p for mpich-4.0 and the hostname shim, in a copy under /var/tmp that the job account
     can read."""
-    path = Path(tempfile.mkdtemp(prefix='testbed-tcpnet-', dir='/var/tmp'))
-    shutil.copytree(REPO / 'apps', path / 'apps')
-    subprocess.run(['make', '-s', '-C', str(path / 'apps' / 'p2p'), 'CC=mpicc.mpich'],
-                   check=True, capture_output=True)
-    (path / 'shim.c').write_text(SHIM)
-    subprocess.run(['cc', '-shared', '-fPIC', '-O2', '-o', str(path / 'shim.so'),
-                    str(path / 'shim.c')], check=True, capture_output=True)
-    subprocess.run(['chmod', '-R', 'a+rX', str(path)], check=True)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with apps_copy('tcpnet', [('p2p', 'CC=mpicc.mpich')], {'shim': SHIM}) as path:
+        yield path
 
 
 def two_hosts(built, rank0_opts, rank1_opts):
