@@ -32,8 +32,8 @@ def apps_copy(prefix, make=(), shims=None, writable=False):
 
 
 def build(path, app, *words):
-    """make -s in <path>/apps/<app> with `words` (CC=..., a target); then open_to_job again
-    where the copy was already handed out."""
+    """make -s in <path>/apps/<app> with `words` (CC=..., a target). A test that builds in a
+    copy already handed out calls open_to_job after it, so the job account can run the program."""
     run(['make', '-s', '-C', str(path / 'apps' / app), *words])
 
 
